@@ -1,0 +1,596 @@
+"""Request and response bodies of the admin API, with the limits that keep bad input out.
+
+Input is validated here, before it reaches the queue manager, SQL or a ``<psc>``
+folder: queue names by MQ's rules, topics by the topic rules and XML's character
+set (a NUL would otherwise reach PostgreSQL, and a control character would make
+the broker dead-letter the command), user ids as MQMD UserIdentifiers (12
+printable characters), integers within their column types, and every string and
+list bounded. What passes here can still be refused by the queue manager or the
+broker; those refusals come back as problems carrying the MQ reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from broker.options import RegOpt
+from broker.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
+from broker.topics import check_subscribe_topic
+from queues.definition import DEFINITION_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
+from queues.message import FORMAT_LENGTH, USER_ID_LENGTH
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
+MAX_ID = 2**63 - 1
+MAX_INT32 = 2**31 - 1
+MAX_SUB_POINT_LENGTH = 128  # MQ_SUB_POINT_LENGTH
+MAX_TEXT_LENGTH = 10240  # MQ_SUB_NAME_LENGTH, MQ_USER_DATA_LENGTH
+
+# Characters XML 1.0 (and so a <psc> folder) can carry; also keeps NUL away from PostgreSQL.
+XML_TEXT = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]*$"
+QUEUE_NAME = r"^[A-Za-z0-9._/%]{1,48}$"
+QUEUE_PATTERN = r"^[A-Za-z0-9._/%*?]{1,48}$"
+USER_ID = rf"^[!-~]{{1,{USER_ID_LENGTH}}}$"
+PRINCIPAL = r"^[!-~]{1,64}$"
+HEX_ID = r"^([0-9A-Fa-f]{2}){1,24}$"
+MSG_ID = r"^[0-9A-Fa-f]{48}$"
+CURSOR = r"^-?[0-9]{1,2}:[0-9]{1,18}$"  # 18 digits stay within a BIGINT
+FORMAT = rf"^[ -~]{{0,{FORMAT_LENGTH}}}$"
+
+
+def _topic(value: str) -> str:
+    check_subscribe_topic(value)
+    return value
+
+
+QueueName = Annotated[str, StringConstraints(pattern=QUEUE_NAME), Field(examples=["SCORES"])]
+Topic = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_TOPIC_LENGTH, pattern=XML_TEXT),
+    AfterValidator(_topic),
+    Field(examples=["Sport/Soccer/#"]),
+]
+SubPoint = Annotated[str, StringConstraints(max_length=MAX_SUB_POINT_LENGTH, pattern=XML_TEXT)]
+UserId = Annotated[str, StringConstraints(pattern=USER_ID), Field(examples=["alice"])]
+Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL), Field(examples=["alice"])]
+HexId = Annotated[str, StringConstraints(pattern=HEX_ID), Field(examples=["414d5120514d31"])]
+BoundedText = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=XML_TEXT)]
+Int32 = Annotated[int, Field(ge=0, le=MAX_INT32)]
+
+
+class Strict(BaseModel):
+    """Request bodies: unknown fields are errors, so a misspelt option is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- problems ----------------------------------------------------------------------------------
+
+
+class FieldError(BaseModel):
+    loc: list[str]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, with the MQ reason when there is one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "/problems/mq/MQRC_UNKNOWN_OBJECT_NAME",
+                    "title": "MQRC_UNKNOWN_OBJECT_NAME (2085)",
+                    "status": 404,
+                    "detail": "queue 'SCORES' is not defined",
+                    "instance": "/api/v1/queues/SCORES",
+                    "reason": 2085,
+                    "reason_name": "MQRC_UNKNOWN_OBJECT_NAME",
+                }
+            ]
+        }
+    )
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    reason: int | None = None
+    reason_name: str | None = None
+    topic: str | None = None
+    parameter: str | None = None
+    errors: list[FieldError] | None = None
+
+
+# -- health ------------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+    revision: str
+
+
+# -- queues ------------------------------------------------------------------------------------
+
+
+class QueueAttributes(Strict):
+    """Attributes to set (DEFINE/ALTER QLOCAL); those left out keep their value or MQ's default."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"max_depth": 100000, "backout_threshold": 3}]}
+    )
+
+    description: str | None = Field(None, max_length=64, pattern=XML_TEXT)
+    max_depth: int | None = Field(None, ge=0, le=MAX_MAX_DEPTH)
+    max_msg_length: int | None = Field(None, ge=0, le=MAX_MAX_MSG_LENGTH)
+    backout_threshold: int | None = Field(None, ge=0, le=MAX_MAX_DEPTH)
+    backout_requeue_q: str | None = Field(None, pattern=r"^[A-Za-z0-9._/%]{0,48}$")
+    def_priority: int | None = Field(None, ge=0, le=9)
+    def_persistence: int | None = Field(None, ge=0, le=1)
+    put_enabled: bool | None = None
+    get_enabled: bool | None = None
+    usage: Literal[USAGES] | None = None  # type: ignore[valid-type]
+    definition_type: Literal[DEFINITION_TYPES] | None = None  # type: ignore[valid-type]
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, exclude={"name", "replace"})
+
+
+class QueueCreate(QueueAttributes):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "SCORES", "max_depth": 100000, "description": "scores"}]},
+    )
+
+    name: QueueName
+    replace: bool = Field(False, description="alter the queue if it exists (MQ's REPLACE)")
+
+
+class Queue(BaseModel):
+    name: str
+    description: str
+    max_depth: int
+    max_msg_length: int
+    backout_threshold: int
+    backout_requeue_q: str
+    def_priority: int
+    def_persistence: int
+    put_enabled: bool
+    get_enabled: bool
+    usage: str
+    definition_type: str
+    depth: int
+    created_at: int = Field(description="milliseconds since the epoch")
+    altered_at: int
+
+
+class QueuePage(BaseModel):
+    items: list[Queue]
+    total: int
+    offset: int
+    limit: int
+
+
+class Purged(BaseModel):
+    queue: str
+    purged: int
+    deleted: bool
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+class MessageDescriptor(BaseModel):
+    """MQMD fields as amqsbcg shows them: ids in hex, Format unpadded."""
+
+    msg_id: str
+    correl_id: str
+    format: str
+    encoding: int
+    ccsid: int
+    msg_type: int
+    report: int
+    reply_to_q: str
+    reply_to_qmgr: str
+    user_id: str
+    persistence: int
+    priority: int
+    expiry: int
+    put_appl_type: int
+    put_appl_name: str
+    put_date: str
+    put_time: str
+    backout_count: int
+
+
+class MessageOut(MessageDescriptor):
+    body_length: int
+    body_text: str | None = Field(description="the body, when it is printable UTF-8")
+    body_base64: str
+
+
+class BrowsedMessage(MessageOut):
+    cursor: str = Field(description="pass as ?after= to continue the browse after this message")
+    put_at: int
+
+
+class BrowsePage(BaseModel):
+    items: list[BrowsedMessage]
+    next_after: str | None = Field(description="the cursor of the next page; null at the end")
+
+
+class MessageIn(Strict):
+    """A message to put: the body as text (UTF-8) or base64, and MQMD fields."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"body_text": "hello", "priority": 5, "correl_id": "0102"}]},
+    )
+
+    body_text: str | None = None
+    body_base64: str | None = None
+    format: str | None = Field(None, pattern=FORMAT, description="MQMD Format (default MQSTR for text)")
+    correl_id: HexId | None = None
+    msg_id: HexId | None = Field(None, description="default: generated by the queue manager")
+    msg_type: int = Field(8, ge=1, le=999_999_999, description="1 request, 2 reply, 4 report, 8 datagram")
+    priority: int = Field(-1, ge=-1, le=9, description="-1: the queue's default")
+    persistence: int = Field(2, ge=0, le=2, description="0 no, 1 yes, 2 as the queue's default")
+    expiry: int = Field(-1, ge=-1, le=MAX_INT32, description="tenths of a second; -1 unlimited")
+    report: Int32 = 0
+    encoding: Int32 = 546
+    ccsid: int = Field(1208, ge=1, le=65535)
+    reply_to_q: str = Field("", pattern=r"^[A-Za-z0-9._/%]{0,48}$")
+    reply_to_qmgr: str = Field("", pattern=r"^[A-Za-z0-9._/%]{0,48}$")
+    user_id: UserId | None = Field(None, description="default: the token's principal")
+
+    @model_validator(mode="after")
+    def _one_body(self) -> MessageIn:
+        if self.body_text is not None and self.body_base64 is not None:
+            raise ValueError("give body_text or body_base64, not both")
+        if self.body_base64 is not None:
+            try:
+                base64.b64decode(self.body_base64, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("body_base64 is not valid base64") from None
+        return self
+
+    def body(self) -> bytes:
+        if self.body_base64 is not None:
+            return base64.b64decode(self.body_base64, validate=True)
+        return (self.body_text or "").encode("utf-8")
+
+
+class PutResult(BaseModel):
+    queue: str
+    msg_id: str
+
+
+class DeadLetterHeader(BaseModel):
+    """The MQDLH: why the message is on the dead-letter queue and where it was going."""
+
+    reason: int
+    reason_name: str
+    dest_q_name: str
+    dest_q_mgr_name: str
+    format: str = Field(description="Format of the original data")
+    encoding: int
+    ccsid: int
+    put_appl_type: int
+    put_appl_name: str
+    put_date: str
+    put_time: str
+
+
+class DeadLetter(BrowsedMessage):
+    dead_letter: DeadLetterHeader | None = Field(description="null when the body holds no MQDLH")
+    data_text: str | None = Field(description="the original data, when it is printable UTF-8")
+    data_base64: str | None = Field(description="the original data after the MQDLH")
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetter]
+    next_after: str | None
+
+
+class Retried(BaseModel):
+    msg_id: str
+    queue: str
+    reason: int = Field(description="why it had been dead-lettered")
+    reason_name: str
+
+
+# -- subscriptions -----------------------------------------------------------------------------
+
+PERSISTENCE_OPTIONS: dict[str, RegOpt] = {
+    "as-publisher": RegOpt.PersAsPub,
+    "as-queue": RegOpt.PersAsQueue,
+    "persistent": RegOpt.Pers,
+    "non-persistent": RegOpt.NonPers,
+}
+REGISTRATION_OPTIONS: dict[str, RegOpt] = {
+    "local": RegOpt.Local,
+    "new_pubs_only": RegOpt.NewPubsOnly,
+    "pub_on_req_only": RegOpt.PubOnReqOnly,
+    "inform_if_retained": RegOpt.InformIfRet,
+    "dups_ok": RegOpt.DupsOK,
+    "add_name": RegOpt.AddName,
+    "no_alter": RegOpt.NoAlter,
+    "full_response": RegOpt.FullResp,
+    "join_shared": RegOpt.JoinShared,
+    "join_exclusive": RegOpt.JoinExcl,
+    "variable_user_id": RegOpt.VariableUserId,
+}
+
+
+class SubscriptionCreate(Strict):
+    """A RegSub sent to the broker on the caller's behalf: the CLI's ``broker subscribe`` options."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"topics": ["Sport/Soccer/#"], "queue": "SCORES", "inform_if_retained": True}]
+        },
+    )
+
+    topics: list[Topic] = Field(min_length=1, max_length=MAX_TOPICS)
+    queue: QueueName
+    qmgr: QueueName | None = Field(None, description="subscriber queue manager (default: this one)")
+    sub_point: SubPoint | None = None
+    sub_name: BoundedText | None = Field(None, min_length=1)
+    sub_identity: str | None = Field(None, min_length=1, max_length=MAX_SUB_IDENTITY_LENGTH, pattern=XML_TEXT)
+    sub_user_data: BoundedText | None = None
+    correl_id: str | None = Field(None, pattern=MSG_ID, description="CorrelId for CorrelAsId (48 hex)")
+    persistence: Literal["as-publisher", "as-queue", "persistent", "non-persistent"] | None = None
+    expiry: int = Field(-1, ge=-1, le=MAX_INT32, description="lifetime in tenths of a second; -1 none")
+    user_id: UserId | None = Field(None, description="act as this user (default: the token's principal)")
+    local: bool = False
+    new_pubs_only: bool = False
+    pub_on_req_only: bool = False
+    inform_if_retained: bool = False
+    dups_ok: bool = False
+    add_name: bool = False
+    no_alter: bool = False
+    full_response: bool = False
+    join_shared: bool = False
+    join_exclusive: bool = False
+    variable_user_id: bool = False
+
+    def options(self) -> RegOpt:
+        options = RegOpt(0)
+        for name, option in REGISTRATION_OPTIONS.items():
+            if getattr(self, name):
+                options |= option
+        if self.persistence is not None:
+            options |= PERSISTENCE_OPTIONS[self.persistence]
+        if self.correl_id is not None:
+            options |= RegOpt.CorrelAsId
+        return options
+
+
+class SubscriptionOut(BaseModel):
+    id: int
+    topic: str
+    sub_point: str
+    queue: str
+    qmgr: str
+    correl_id: str | None
+    user_id: str
+    options: list[str]
+    sub_name: str | None
+    sub_user_data: str | None
+    expires_at: int | None
+    temporary: bool
+    members: list[str]
+    origin: str | None
+    created_at: int
+
+
+class SubscriptionPage(BaseModel):
+    items: list[SubscriptionOut]
+    next_after: int | None = Field(description="pass as ?after= for the next page; null at the end")
+
+
+class ResponseItem(BaseModel):
+    """One ``<Response>`` of the broker's ``<pscr>``."""
+
+    reason: int
+    reason_name: str
+    topic: str | None
+    parameter: str | None
+
+
+class Registered(BaseModel):
+    completion: Literal["ok", "warning"]
+    subscriptions: list[SubscriptionOut]
+    warnings: list[ResponseItem] = Field(description="topics the broker refused or warned about")
+
+
+# -- retained publications ---------------------------------------------------------------------
+
+
+class RetainedSummary(BaseModel):
+    id: int
+    sub_point: str
+    topic: str
+    retained_at: int
+    expires_at: int | None
+    body_length: int
+    body_text: str | None
+
+
+class RetainedPage(BaseModel):
+    items: list[RetainedSummary]
+    next_after: int | None
+
+
+class RetainedDetail(RetainedSummary):
+    topics: list[str] = Field(description="every topic of the retained Publish")
+    pub_time: str | None
+    seq_num: str | None
+    folders: list[str] = Field(description="the publisher's other MQRFH2 folders")
+    body_base64: str
+    mqmd: MessageDescriptor
+
+
+# -- ACLs --------------------------------------------------------------------------------------
+
+
+class RuleIn(Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"principal": "alice", "topic": "Sport/Tennis", "permission": "publish", "allow": False}
+            ]
+        },
+    )
+
+    principal: Principal
+    kind: Literal["user", "group"] = "user"
+    topic: Topic
+    permission: Literal["publish", "subscribe"]
+    allow: bool
+
+
+class Rule(BaseModel):
+    id: int | None
+    principal: str
+    kind: str
+    topic: str
+    permission: str
+    allow: bool
+
+
+class RulePage(BaseModel):
+    items: list[Rule]
+    total: int
+    offset: int
+    limit: int
+
+
+class AclCheck(BaseModel):
+    user: str
+    permission: str
+    topic: str
+    allowed: bool
+    rule: Rule | None = Field(description="the deciding rule; null when the default policy decided")
+    decided_by: str
+    default_policy: str
+
+
+class Groups(BaseModel):
+    groups: dict[str, list[str]]
+
+
+class Membership(BaseModel):
+    group: str
+    user: str
+    member: bool
+    changed: bool
+
+
+# -- tokens and audit --------------------------------------------------------------------------
+
+
+class TokenIn(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"role": "operator", "principal": "deploy"}]}
+    )
+
+    role: Literal["viewer", "operator", "admin"]
+    principal: UserId
+
+
+class TokenOut(BaseModel):
+    id: int
+    prefix: str = Field(description="the first characters of the secret, to tell tokens apart")
+    role: str
+    principal: str
+    created_at: int
+    revoked_at: int | None
+
+
+class IssuedTokenOut(TokenOut):
+    token: str = Field(description="the secret: shown this once, stored only as a hash")
+
+
+class TokenPage(BaseModel):
+    items: list[TokenOut]
+    next_after: int | None
+
+
+class AuditEntryOut(BaseModel):
+    id: int
+    at: int
+    token_id: int | None
+    principal: str
+    method: str
+    path: str
+    resource: str
+    summary: dict[str, Any]
+    status: int
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntryOut]
+    next_before: int | None = Field(description="pass as ?before= for older entries; null at the end")
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+class Counters(BaseModel):
+    batches: int = 0
+    messages: int = 0
+    publications: int = 0
+    deliveries: int = 0
+    replies: int = 0
+    forwards: int = 0
+    dead_lettered: int = 0
+    refusals: dict[str, int] = Field(default_factory=dict, description='"3081 MQRCCF_NOT_AUTHORIZED": n')
+
+
+class RouterStatus(BaseModel):
+    instance: str
+    started_at: int
+    heartbeat_at: int
+    uptime_seconds: float
+    counters: Counters
+
+
+class ErrorNote(BaseModel):
+    instance: str
+    at: float
+    where: str
+    error: str
+
+
+class QueueDepth(BaseModel):
+    name: str
+    depth: int
+    max_depth: int
+
+
+class ApiProcess(BaseModel):
+    started_at: int
+    uptime_seconds: float
+
+
+class Status(BaseModel):
+    qmgr: str
+    api: ApiProcess
+    routers: list[RouterStatus] = Field(description="routers that reported within the last 30 s")
+    totals: Counters = Field(description="summed over those routers")
+    queues: list[QueueDepth]
+    last_errors: list[ErrorNote]

@@ -1,0 +1,3 @@
+"""One router per resource of the admin API."""
+
+from __future__ import annotations

@@ -1,0 +1,204 @@
+"""Neighbouring brokers: the links an administrator defines, and the two endpoints
+neighbours call — the channel's inbound batches and the topology query.
+
+The neighbour endpoints do not take API tokens: a neighbour proves itself with
+the link's shared secret (``Authorization: Bearer <link token>``) and names
+itself in ``X-Broker-QMgr``. Anything else is 403, so an API token never lets
+anyone inject messages as a neighbour, and a link token opens nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import httpx
+from fastapi import APIRouter, Header, Path, Query, Request
+from pydantic import BaseModel, Field, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from admin_api.auditing import note
+from admin_api.problems import ApiProblem, responses
+from admin_api.security import AdminToken, ViewerToken
+from admin_api.services import Svc
+from broker.network import inbound, links, manage, topology
+from broker.network.channel import SENDER_HEADER
+from queues.errors import MQError
+from queues.names import MAX_NAME_LENGTH
+from queues.reasons import Reason
+
+router = APIRouter(prefix="/api/v1", tags=["network"])
+
+QMGR_NAME = r"^[A-Za-z0-9._/%]{1,48}$"
+NeighbourPath = Path(pattern=QMGR_NAME, examples=["QMB"])
+
+
+class NeighbourIn(BaseModel):
+    name: str = Field(pattern=QMGR_NAME, max_length=MAX_NAME_LENGTH, examples=["QMB"])
+    url: str = Field(
+        min_length=8,
+        max_length=2000,
+        pattern=r"^https?://[\x21-\x7e]+$",
+        description="the neighbour's admin API base URL (printable ASCII; punycode for other host names)",
+        examples=["http://10.0.0.2:8080"],
+    )
+    token: str = Field(
+        min_length=16, max_length=512, description="the link's shared secret, same on both sides"
+    )
+    check_topology: bool = Field(True, description="refuse a link that would close a cycle")
+
+    @field_validator("url")
+    @classmethod
+    def _has_host(cls, url: str) -> str:
+        try:
+            host = httpx.URL(url).host
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ValueError(f"not a URL: {exc}") from None
+        if not host:
+            raise ValueError("the URL names no host")
+        return url
+
+
+class Neighbour(BaseModel):
+    name: str
+    url: str
+    transmission_queue: str
+    transmission_depth: int
+    in_flight: int
+    next_batch: int
+    received_batch: int
+    proxies_sent: bool
+    sender: str | None
+    last_sent_at: int | None
+    last_received_at: int | None
+    last_error: str | None
+    created_at: int
+
+
+class NeighbourAdded(BaseModel):
+    neighbour: Neighbour
+    warning: str | None = None
+
+
+class Receipt(BaseModel):
+    batch: int
+    accepted: int
+    dead_lettered: int
+    duplicate: bool
+
+
+class Reachable(BaseModel):
+    reachable: list[str]
+    routes: dict[str, list[str]] = Field(
+        description="each reachable queue manager and the route to it from here"
+    )
+
+
+def _neighbour(svc: Any, name: str) -> Neighbour:
+    for status in manage.neighbour_status(svc.qm):
+        if status.link.name == name:
+            return Neighbour.model_validate(status.as_dict())
+    raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined")
+
+
+@router.get("/neighbours", response_model=list[Neighbour])
+def list_neighbours(svc: Svc, _: ViewerToken) -> list[Neighbour]:
+    """Neighbours with their channel state: messages waiting, in flight, the last error."""
+    return [Neighbour.model_validate(s.as_dict()) for s in manage.neighbour_status(svc.qm)]
+
+
+@router.post(
+    "/neighbours",
+    status_code=201,
+    response_model=NeighbourAdded,
+    responses=responses(401, 403, 409, 422, 503),
+)
+def add_neighbour(body: NeighbourIn, request: Request, svc: Svc, _: AdminToken) -> NeighbourAdded:
+    """Link a neighbour (define it on both sides, with the same token). Refused with 409
+    (MQRC_LOOPING_PUBLICATION) if it would close a cycle."""
+    try:
+        link, warning = manage.add_neighbour(
+            svc.qm, body.name, body.url, body.token, check_topology=body.check_topology
+        )
+    except topology.CycleDetected as exc:
+        raise ApiProblem(409, "cycle", "The link would close a cycle", exc.detail) from None
+    note(request.state, neighbour=link.name, url=link.url)
+    return NeighbourAdded(neighbour=_neighbour(svc, link.name), warning=warning)
+
+
+@router.get("/neighbours/{name}", response_model=Neighbour, responses=responses(401, 403, 404))
+def show_neighbour(svc: Svc, _: ViewerToken, name: str = NeighbourPath) -> Neighbour:
+    return _neighbour(svc, name)
+
+
+@router.delete("/neighbours/{name}", status_code=204, responses=responses(401, 403, 404, 409))
+def remove_neighbour(
+    request: Request, svc: Svc, _: AdminToken, name: str = NeighbourPath, purge: bool = False
+) -> None:
+    """Unlink a neighbour; refused (409) while messages wait for it, unless ``purge``."""
+    try:
+        discarded = manage.remove_neighbour(svc.qm, name, purge=purge)
+    except MQError as exc:
+        if exc.reason == Reason.MQRCCF_UNKNOWN_BROKER:
+            raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined") from None
+        raise
+    note(request.state, neighbour=name, discarded=discarded)
+
+
+def _link_token(authorization: str | None) -> str:
+    if authorization is None or not authorization.startswith("Bearer "):
+        raise ApiProblem(403, "not-a-neighbour", "Not a neighbour", "send the link token as a bearer token")
+    return authorization.removeprefix("Bearer ")
+
+
+LinkAuth = Annotated[str | None, Header(alias="Authorization", include_in_schema=False)]
+Sender = Annotated[
+    str, Header(alias=SENDER_HEADER, pattern=QMGR_NAME, description="the calling queue manager")
+]
+
+
+@router.post("/channel/batches", response_model=Receipt, responses=responses(400, 403, 503))
+async def receive_batch(
+    request: Request, svc: Svc, sender: Sender, authorization: LinkAuth = None
+) -> Receipt:
+    """A neighbour's channel delivers one batch (exactly once: a resent batch is
+    confirmed and not put again)."""
+    token = _link_token(authorization)
+    payload = await request.body()
+    try:
+        receipt = await run_in_threadpool(inbound.receive, svc.qm, payload, token, sender)
+    except MQError as exc:
+        if exc.reason == Reason.MQRCCF_UNKNOWN_BROKER:
+            raise ApiProblem(403, "not-a-neighbour", "Not a neighbour", exc.detail) from None
+        if exc.reason == Reason.MQRC_RFH_PARM_ERROR:
+            raise ApiProblem(400, "bad-batch", "Malformed channel batch", exc.detail) from None
+        raise
+    return Receipt(
+        batch=receipt.batch,
+        accepted=receipt.accepted,
+        dead_lettered=receipt.dead_lettered,
+        duplicate=receipt.duplicate,
+    )
+
+
+@router.get("/channel/reachable", response_model=Reachable, responses=responses(403, 409, 503))
+def reachable(
+    svc: Svc,
+    sender: Sender,
+    authorization: LinkAuth = None,
+    exclude: str = Query(..., pattern=QMGR_NAME),
+    path: str = Query("", max_length=64 * 50, description="queue managers already visited, comma-separated"),
+) -> Reachable:
+    """What this broker reaches without going back to ``exclude`` (the topology check)."""
+    token = _link_token(authorization)
+    with svc.qm.reading() as conn:
+        try:
+            links.authenticate(conn, sender, token)
+        except MQError as exc:
+            raise ApiProblem(403, "not-a-neighbour", "Not a neighbour", exc.detail) from None
+    visited = tuple(p for p in path.split(",") if p)
+    try:
+        with httpx.Client(timeout=10.0) as http:
+            found = topology.reachable(svc.qm, http, exclude=exclude, path=visited)
+    except topology.CycleDetected as exc:
+        raise ApiProblem(409, "cycle", "The network has a cycle", exc.detail) from None
+    return Reachable(reachable=sorted(found), routes={name: list(route) for name, route in found.items()})

@@ -1,0 +1,70 @@
+"""Serving the admin API with uvicorn: alone (``broker api``) or beside a router (``broker serve --api``).
+
+uvicorn runs in the main thread, where signals arrive; the router, when there
+is one, runs its loop in a second thread. SIGTERM or SIGINT make uvicorn finish
+the requests in hand and shut the app down; uvicorn then hands the signal back
+to the handler installed here, which stops the router after its current batch.
+A router that crashes stops uvicorn too, and its error is raised again here, so
+the process never serves an API in front of a dead broker.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+import uvicorn
+from fastapi import FastAPI
+
+from broker.service import RoutingService
+
+ROUTER_JOIN_SECONDS = 60.0
+
+
+class RouterThread:
+    """``RoutingService.run`` in a thread, with its failure kept for the main thread."""
+
+    def __init__(self, service: RoutingService, on_failure: Callable[[], None]) -> None:
+        self.service = service
+        self.error: BaseException | None = None
+        self._on_failure = on_failure
+        self._thread = threading.Thread(target=self._run, name="router", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.service.run()
+        except BaseException as exc:  # re-raised by the main thread in serve()
+            self.error = exc
+            self._on_failure()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.service.stop()
+        self.service.qm.notifier.announce_everything()  # end its idle wait now
+        self._thread.join(ROUTER_JOIN_SECONDS)
+
+
+def _on_signals(action: Callable[[], None]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: action())
+
+
+def serve(app: FastAPI, host: str, port: int, *, router: RoutingService | None = None) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT (and run ``router`` meanwhile, if given)."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
+    if router is None:
+        _on_signals(lambda: None)  # uvicorn re-raises the signal after its shutdown: end normally
+        server.run()
+        return
+    thread = RouterThread(router, on_failure=lambda: setattr(server, "should_exit", True))
+    _on_signals(router.stop)
+    thread.start()
+    try:
+        server.run()
+    finally:
+        thread.stop()
+    if thread.error is not None:
+        raise thread.error

@@ -1,0 +1,383 @@
+"""Routing benchmark: the broker against RabbitMQ, measured in the same run.
+
+Backlog: N publications (256-byte bodies, topics ``Sport/Soccer/Team<k>/Score``)
+are preloaded on the stream queue; ten subscribers hold wildcard subscriptions on
+their own queues, each matching every publication; the broker routes until every
+delivery is committed (10 per publication). SQLite and PostgreSQL.
+
+Anchor: RabbitMQ on 127.0.0.1 (aio-pika): a durable topic exchange, ten durable
+queues bound with the same patterns (``+`` -> ``*``, ``/`` -> ``.``), persistent
+messages, publisher confirms with ``--confirm-window`` (default 500) in flight;
+timed until the last confirm. Both sides make the same promise when they say done:
+every delivery is on disk in its subscriber queue.
+
+Streaming: a publisher puts at a fixed rate while ``broker serve`` (a separate
+process) routes; put-to-delivery latency is each delivery's commit-time stamp minus
+the publisher's timestamp carried in the body.
+
+Memory: ``broker serve`` drains a large backlog (``--memory-backlog``) while its
+resident set size is sampled; it must stay flat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from broker import psc
+from broker.bench.scratch import DATABASES, DEFAULT_PG_URL, scratch_database
+from broker.client import command_message
+from broker.config import Settings
+from broker.options import RegOpt
+from broker.provision import prepare_database
+from broker.service import RoutingService
+from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
+from queues import QueueManager, make_engine
+from queues.definition import MAX_MAX_DEPTH
+from queues.ids import now_ms
+from queues.message import MQFMT_STRING, derive
+
+PATTERNS = (
+    "Sport/Soccer/+/Score",
+    "Sport/#",
+    "Sport/Soccer/#",
+    "+/Soccer/+/Score",
+    "Sport/+/+/Score",
+    "#",
+    "Sport/Soccer/+/#",
+    "+/+/+/Score",
+    "Sport/+/#",
+    "+/#",
+)
+TEAMS = 50
+BODY_SIZE = 256
+SUBSCRIBERS = tuple(f"BENCH.SUB{i}" for i in range(len(PATTERNS)))
+RABBIT_URL = "amqp://guest:guest@127.0.0.1/"
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    system: str
+    publications: int
+    deliveries: int
+    seconds: float
+
+    @property
+    def publications_per_second(self) -> float:
+        return self.publications / self.seconds
+
+    @property
+    def deliveries_per_second(self) -> float:
+        return self.deliveries / self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    database: str
+    rate: int
+    publications: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    database: str
+    backlog: int
+    rss_mb: list[float]  # sampled while draining, in order
+    seconds: float
+
+
+def topic(k: int) -> str:
+    return f"Sport/Soccer/Team{k % TEAMS}/Score"
+
+
+def publication(k: int, stamp: bool = False) -> Any:
+    body = (str(now_ms()).encode() if stamp else b"").ljust(16, b" ") + bytes(BODY_SIZE - 16)
+    command = psc.Publish(
+        topics=(topic(k),),
+        sub_point=None,
+        options=psc.PubOpt(0),
+        pub_time=None,
+        seq_num=None,
+        q_mgr_name=None,
+        q_name=None,
+        correl_id=None,
+        folder="",
+    )
+    return command_message(command, payload=body, payload_format=MQFMT_STRING, request=False, user_id="bench")
+
+
+@contextmanager
+def broker_database(kind: str, pg_url: str) -> Iterator[tuple[str, QueueManager]]:
+    """A fresh queue manager with the system queues, ten subscriber queues and their subscriptions."""
+    with scratch_database(kind, pg_url, "route") as url:
+        engine = make_engine(url)
+        prepare_database(engine, "QM1")
+        qm = QueueManager(engine, appl_name="bench", user_id="bench")
+        service = RoutingService(qm, Settings(database_url=url))
+        service.prepare()
+        for name in SUBSCRIBERS:
+            qm.define_queue(name, max_depth=MAX_MAX_DEPTH)
+        registrations = []
+        for name, pattern in zip(SUBSCRIBERS, PATTERNS, strict=True):
+            command = psc.RegSub(
+                topics=(pattern,),
+                sub_point=None,
+                filter=None,
+                q_mgr_name=None,
+                q_name=name,
+                options=RegOpt(0),
+                sub_name=None,
+                sub_identity=None,
+                sub_user_data=None,
+                correl_id=None,
+                folder="",
+            )
+            registrations.append((CONTROL_QUEUE, command_message(command, request=False, user_id="bench")))
+        qm.put_many(registrations)
+        service.run_once()
+        try:
+            yield url, qm
+        finally:
+            qm.close()
+
+
+def preload(qm: QueueManager, count: int, chunk: int = 10_000) -> None:
+    template = publication(0)
+    for start in range(0, count, chunk):
+        batch = []
+        for k in range(start, min(count, start + chunk)):
+            batch.append((DEFAULT_STREAM, derive(template, body=publication(k).body)))
+        qm.put_many(batch)
+
+
+def delivered(qm: QueueManager) -> int:
+    return sum(qm.depth(name) for name in SUBSCRIBERS)
+
+
+def broker_backlog(kind: str, count: int, pg_url: str, batch_size: int) -> Throughput:
+    """Preload ``count`` publications, then time the service until all are routed."""
+    with broker_database(kind, pg_url) as (url, qm):
+        preload(qm, count)
+        service = RoutingService(qm, Settings(database_url=url, batch_size=batch_size))
+        started = time.perf_counter()
+        while qm.depth(DEFAULT_STREAM):
+            service.run_once()
+        seconds = time.perf_counter() - started
+        return Throughput(f"broker/{kind}", count, delivered(qm), seconds)
+
+
+def rabbit_backlog(count: int, window: int) -> Throughput:
+    return asyncio.run(_rabbit(count, window))
+
+
+async def _rabbit(count: int, window: int) -> Throughput:
+    import aio_pika
+
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.declare_exchange("broker.bench", aio_pika.ExchangeType.TOPIC, durable=True)
+        queues = []
+        for name, pattern in zip(SUBSCRIBERS, PATTERNS, strict=True):
+            queue = await channel.declare_queue(name, durable=True)
+            await queue.purge()
+            await queue.bind(exchange, routing_key=pattern.replace("/", ".").replace("+", "*"))
+            queues.append(queue)
+        body = bytes(BODY_SIZE)
+        slots = asyncio.Semaphore(window)
+
+        async def publish(k: int) -> None:
+            async with slots:
+                await exchange.publish(
+                    aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    routing_key=topic(k).replace("/", "."),
+                    mandatory=True,
+                )
+
+        started = time.perf_counter()
+        await asyncio.gather(*(publish(k) for k in range(count)))
+        seconds = time.perf_counter() - started
+        deliveries = 0
+        for queue in queues:
+            declared = await channel.declare_queue(queue.name, durable=True, passive=True)
+            deliveries += declared.declaration_result.message_count
+            await queue.delete(if_unused=False, if_empty=False)
+        await exchange.delete()
+        return Throughput("rabbitmq", count, deliveries, seconds)
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def serving(url: str, batch_size: int) -> Iterator[subprocess.Popen[bytes]]:
+    """``broker serve`` in its own process (the product as users run it)."""
+    command = [sys.executable, "-m", "broker.cli", "--db", url, "--log-level", "WARNING", "serve"]
+    command += ["--batch-size", str(batch_size)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def streaming(kind: str, rate: int, seconds: float, pg_url: str, batch_size: int) -> Latency:
+    """Publish at ``rate``/s for ``seconds`` while a separate broker process routes."""
+    with broker_database(kind, pg_url) as (url, qm), serving(url, batch_size):
+        time.sleep(2.0)  # let it start and load its state
+        total = int(rate * seconds)
+        interval = 1.0 / rate
+        started = time.perf_counter()
+        for k in range(total):
+            delay = started + k * interval - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            qm.put(DEFAULT_STREAM, publication(k, stamp=True))
+        deadline = time.monotonic() + 60
+        while qm.depth(SUBSCRIBERS[0]) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        latencies = []
+        cursor = None
+        while True:
+            page = qm.browse(SUBSCRIBERS[0], after=cursor, limit=1000)
+            if not page:
+                break
+            for browsed in page:
+                stamp = int(browsed.message.body[-BODY_SIZE:][:16].strip() or 0)
+                latencies.append(browsed.put_at - stamp)
+            cursor = page[-1].cursor
+        latencies.sort()
+        return Latency(
+            kind,
+            rate,
+            len(latencies),
+            statistics.median(latencies),
+            latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+            latencies[-1],
+        )
+
+
+def memory(kind: str, backlog: int, pg_url: str, batch_size: int) -> Memory:
+    """RSS of ``broker serve`` while it drains ``backlog`` preloaded publications."""
+    with broker_database(kind, pg_url) as (url, qm):
+        preload(qm, backlog)
+        samples: list[float] = []
+        started = time.perf_counter()
+        with serving(url, batch_size) as process:
+            while qm.depth(DEFAULT_STREAM):
+                samples.append(_rss_mb(process.pid))
+                time.sleep(1.0)
+            samples.append(_rss_mb(process.pid))
+        return Memory(kind, backlog, samples, time.perf_counter() - started)
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run(
+    messages: int = 20_000,
+    databases: Sequence[str] = DATABASES,
+    *,
+    pg_url: str = DEFAULT_PG_URL,
+    batch_size: int = 500,
+    window: int = 500,
+    rate: int = 1000,
+    stream_seconds: float = 10.0,
+    memory_backlog: int = 0,
+    with_rabbit: bool = True,
+) -> dict[str, Any]:
+    results: dict[str, Any] = {"messages": messages}
+    anchor = rabbit_backlog(messages, window) if with_rabbit else None
+    results["throughput"] = [asdict(anchor)] if anchor else []
+    for kind in databases:
+        mine = broker_backlog(kind, messages, pg_url, batch_size)
+        row = asdict(mine)
+        if anchor:
+            row["ratio_to_rabbitmq"] = mine.publications_per_second / anchor.publications_per_second
+        results["throughput"].append(row)
+    results["latency"] = [
+        asdict(streaming(kind, rate, stream_seconds, pg_url, batch_size)) for kind in databases
+    ]
+    if memory_backlog:
+        results["memory"] = [asdict(memory(databases[0], memory_backlog, pg_url, batch_size))]
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        f"backlog of {results['messages']:,} publications, 10 wildcard subscribers (10 deliveries each)",
+        "",
+    ]
+    lines.append(f"{'system':<20} {'pubs/s':>10} {'deliveries/s':>13} {'seconds':>8} {'vs RabbitMQ':>12}")
+    for row in results["throughput"]:
+        pubs = row["publications"] / row["seconds"]
+        ratio = f"{row['ratio_to_rabbitmq']:.2f}x" if "ratio_to_rabbitmq" in row else "anchor"
+        lines.append(
+            f"{row['system']:<20} {pubs:>10,.0f} {row['deliveries'] / row['seconds']:>13,.0f} "
+            f"{row['seconds']:>8.2f} {ratio:>12}"
+        )
+    lines += ["", f"{'streaming':<20} {'rate/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"]
+    for row in results["latency"]:
+        lines.append(
+            f"{row['database']:<20} {row['rate']:>8} "
+            f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
+        )
+    for row in results.get("memory", []):
+        rss = row["rss_mb"]
+        lines += [
+            "",
+            f"memory while {row['database']} drains {row['backlog']:,} publications "
+            f"({row['seconds']:.0f} s): "
+            f"RSS start {rss[0]:.0f} MB, max {max(rss):.0f} MB, end {rss[-1]:.0f} MB",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m broker.bench.route", description=__doc__)
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--databases", default=",".join(DATABASES))
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--confirm-window", type=int, default=500)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--stream-seconds", type=float, default=10.0)
+    parser.add_argument("--memory-backlog", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    results = run(
+        args.messages,
+        tuple(args.databases.split(",")),
+        pg_url=args.pg_url,
+        batch_size=args.batch_size,
+        window=args.confirm_window,
+        rate=args.rate,
+        stream_seconds=args.stream_seconds,
+        memory_backlog=args.memory_backlog,
+    )
+    print(json.dumps(results, indent=2) if args.json else report(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Spark pipeline benchmark: ``broker spark route`` against the routing service, same backlog.
+
+Backlog: ``broker.bench.route``'s (N publications of 256 bytes on the default stream,
+ten subscribers whose wildcard subscriptions all match, so ten deliveries each), loaded
+into a fresh database for every run. Timed: the routing service draining it in
+batches (as ``broker bench``'s routing benchmark times it), then the Spark job on each
+master (``local[1]``, ``local[2]``), from taking the lease to the end of the clean-up,
+Python worker start included; the Spark session's start is not.
+
+Figures: messages/s, the speed-up from the first master to the last, and each run's
+throughput per core against the service's (which uses one core for Python and leaves
+the other to the database). The job's phases show where the time goes: reading,
+routing and staging run in parallel tasks; the merge is one transaction in the database.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from broker.bench.route import broker_backlog, broker_database, delivered, preload
+from broker.bench.scratch import DATABASES, DEFAULT_PG_URL
+from broker.config import Settings
+from broker.spark import job
+
+MASTERS = ("local[1]", "local[2]")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    system: str  # "broker serve" or the Spark master
+    database: str
+    publications: int
+    deliveries: int
+    seconds: float
+    cores: int
+    phases: dict[str, float]  # Spark runs: read+route+stage, merge, clean-up
+
+    @property
+    def per_second(self) -> float:
+        return self.publications / self.seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "per_second": self.per_second}
+
+
+def cores_of(master: str) -> int:
+    found = re.fullmatch(r"local\[(\d+)\]", master)
+    if found is None:
+        raise ValueError(f"{master!r}: the benchmark runs on local[N] masters")
+    return int(found.group(1))
+
+
+def service_run(kind: str, count: int, pg_url: str, batch_size: int) -> Run:
+    measured = broker_backlog(kind, count, pg_url, batch_size)
+    return Run("broker serve", kind, count, measured.deliveries, measured.seconds, 1, {})
+
+
+def spark_run(
+    kind: str, count: int, pg_url: str, master: str, batch_size: int, partitions: int | None
+) -> Run:
+    spark = job.spark_session(master, app_name="broker bench spark")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with broker_database(kind, pg_url) as (url, qm):
+            preload(qm, count)
+            started = time.perf_counter()
+            summary = job.run(
+                spark,
+                qm,
+                Settings(database_url=url, batch_size=batch_size),
+                job.JobOptions(partitions=partitions),
+            )
+            seconds = time.perf_counter() - started
+            phases = {
+                "read+route+stage": summary.route_seconds,
+                "merge": summary.merge_seconds,
+                "clean-up": summary.cleanup_seconds,
+                "task route (sum)": summary.task_route_seconds,
+                "task stage (sum)": summary.task_stage_seconds,
+            }
+            return Run(f"spark {master}", kind, count, delivered(qm), seconds, cores_of(master), phases)
+    finally:
+        spark.stop()
+
+
+def run(
+    messages: int = 100_000,
+    databases: Sequence[str] = DATABASES,
+    masters: Sequence[str] = MASTERS,
+    *,
+    pg_url: str = DEFAULT_PG_URL,
+    batch_size: int = 500,
+    partitions: int | None = None,
+) -> list[dict[str, Any]]:
+    """One table per database: the service, then the job on each master."""
+    tables = []
+    for kind in databases:
+        service = service_run(kind, messages, pg_url, batch_size)
+        runs = [spark_run(kind, messages, pg_url, master, batch_size, partitions) for master in masters]
+        first, last = runs[0], runs[-1]
+        tables.append(
+            {
+                "database": kind,
+                "publications": messages,
+                "runs": [r.as_dict() for r in (service, *runs)],
+                "speed_up": last.per_second / first.per_second,
+                "per_core_vs_service": {r.system: r.per_second / r.cores / service.per_second for r in runs},
+            }
+        )
+    return tables
+
+
+def report(tables: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    for table in tables:
+        lines += [
+            f"{table['database']}: backlog of {table['publications']:,} publications, "
+            "10 wildcard subscribers (10 deliveries each)",
+            f"{'system':<16} {'msgs/s':>9} {'deliv/s':>10} {'seconds':>8}  phases (s)",
+        ]
+        for row in table["runs"]:
+            phases = ", ".join(f"{name} {value:.1f}" for name, value in row["phases"].items())
+            deliveries = row["deliveries"] / row["seconds"]
+            lines.append(
+                f"{row['system']:<16} {row['per_second']:>9,.0f} {deliveries:>10,.0f} "
+                f"{row['seconds']:>8.1f}  {phases}"
+            )
+        per_core = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in table["per_core_vs_service"].items())
+        lines += [
+            f"speed-up {table['runs'][1]['system']} -> {table['runs'][-1]['system']}: "
+            f"{table['speed_up']:.2f}x",
+            f"throughput per core against the service: {per_core}",
+            "",
+        ]
+    return "\n".join(lines).rstrip()

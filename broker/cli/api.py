@@ -1,0 +1,35 @@
+"""``broker api``: the admin REST API alone, beside routers running elsewhere.
+
+Several API processes may serve one PostgreSQL database; none of them routes.
+The database must already be migrated (``broker serve`` or ``broker db upgrade``
+does it): an API process never changes the schema under running routers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from broker.cli.context import Context
+from broker.cli.serve import add_listen_flags
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    api = commands.add_parser(
+        "api",
+        help="serve the admin REST API (without routing) until SIGTERM/SIGINT",
+        description="Serves the admin REST API (OpenAPI at /docs) for the database of --db; "
+        "routing needs a 'broker serve' somewhere.",
+    )
+    add_listen_flags(api)
+    api.set_defaults(handler=run)
+
+
+def run(ctx: Context) -> None:
+    # Imported here: FastAPI and uvicorn would add half a second to every other command.
+    from admin_api import create_app
+    from admin_api.server import serve
+
+    settings = ctx.settings
+    serve(
+        create_app(ctx.qm, settings), ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
+    )

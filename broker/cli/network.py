@@ -1,0 +1,70 @@
+"""``broker neighbour``: link this broker with neighbouring broker instances."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from broker.cli.context import Context
+from broker.network import manage
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    neighbour = commands.add_parser("neighbour", help="neighbouring brokers (both sides define the link)")
+    sub = neighbour.add_subparsers(dest="neighbour_command", required=True, metavar="COMMAND")
+    add = sub.add_parser(
+        "add",
+        help="link a neighbour: its queue manager NAME, its admin API --url, the link --token",
+        description="Defines the transmission queue NAME, checks that the link keeps the network a "
+        "tree (refused if it would close a cycle), and records the link; the running broker then "
+        "sends the neighbour its proxy subscriptions and starts the channel.",
+    )
+    add.add_argument("name", help="the neighbour's queue manager name")
+    add.add_argument("--url", required=True, help="the neighbour's admin API base URL, e.g. http://host:8080")
+    add.add_argument(
+        "--token", required=True, help="the link's shared secret (same on both sides, >= 16 chars)"
+    )
+    add.add_argument(
+        "--no-topology-check", action="store_true", help="skip the cycle check (when a neighbour is down)"
+    )
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(handler=add_neighbour)
+    listing = sub.add_parser("list", help="neighbours with their channel state and queue depths")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=list_neighbours)
+    remove = sub.add_parser("remove", help="unlink a neighbour")
+    remove.add_argument("name")
+    remove.add_argument("--purge", action="store_true", help="discard messages still waiting for it")
+    remove.add_argument("--json", action="store_true")
+    remove.set_defaults(handler=remove_neighbour)
+
+
+def add_neighbour(ctx: Context) -> None:
+    a = ctx.args
+    link, warning = manage.add_neighbour(
+        ctx.qm, a.name, a.url, a.token, check_topology=not a.no_topology_check
+    )
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    ctx.emit(
+        {"name": link.name, "url": link.url, "warning": warning}, f"neighbour {link.name} added ({link.url})"
+    )
+
+
+def list_neighbours(ctx: Context) -> None:
+    rows = [status.as_dict() for status in manage.neighbour_status(ctx.qm)]
+    text = [f"{'NEIGHBOUR':<20} {'WAITING':>8} {'IN FLIGHT':>9}  {'URL':<30} LAST ERROR"]
+    text += [
+        f"{r['name']:<20} {r['transmission_depth']:>8} {r['in_flight']:>9}  {r['url']:<30} "
+        f"{r['last_error'] or ''}"
+        for r in rows
+    ]
+    ctx.emit(rows, "\n".join(text))
+
+
+def remove_neighbour(ctx: Context) -> None:
+    discarded = manage.remove_neighbour(ctx.qm, ctx.args.name, purge=ctx.args.purge)
+    ctx.emit(
+        {"name": ctx.args.name, "removed": True, "discarded": discarded},
+        f"neighbour {ctx.args.name} removed" + (f" ({discarded} messages discarded)" if discarded else ""),
+    )

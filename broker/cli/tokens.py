@@ -1,0 +1,100 @@
+"""``broker token create/list/revoke``: bearer tokens of the admin REST API.
+
+These work on the database directly, so the first admin token of a new
+installation comes from here (``broker token create --role admin``), with no
+API running and no token needed. The secret is printed once and never stored.
+Creations and revocations are written to the API's audit log, as the CLI's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from broker import accounts
+from broker.accounts import Role, Token
+from broker.cli.context import EXIT_MQ_ERROR, Context
+from broker.provision import prepare_database
+from queues.message import USER_ID_LENGTH
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    token = commands.add_parser("token", help="bearer tokens of the admin REST API")
+    sub = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
+    create = sub.add_parser("create", help="create a token and print its secret (shown only once)")
+    create.add_argument("--role", required=True, choices=[str(role) for role in Role])
+    create.add_argument(
+        "--principal",
+        help="the MQMD UserIdentifier of commands sent for the token (default: your login, 12 characters)",
+    )
+    create.add_argument("--json", action="store_true")
+    create.set_defaults(handler=create_token)
+    listing = sub.add_parser("list", help="every token (without secrets)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=list_tokens)
+    revoke = sub.add_parser("revoke", help="revoke a token: the API refuses it from its next request")
+    revoke.add_argument("token_id", type=int)
+    revoke.add_argument("--json", action="store_true")
+    revoke.set_defaults(handler=revoke_token)
+
+
+def token_json(token: Token) -> dict[str, object]:
+    return {
+        "id": token.token_id,
+        "prefix": token.prefix,
+        "role": str(token.role),
+        "principal": token.principal,
+        "created_at": token.created_at,
+        "revoked_at": token.revoked_at,
+    }
+
+
+def _audit(ctx: Context, token: Token, what: str) -> None:
+    with ctx.qm.unit_of_work() as uow:
+        accounts.record(
+            uow.connection,
+            token_id=None,
+            principal=f"cli:{getpass.getuser()}",
+            method="CLI",
+            path=f"broker token {what}",
+            resource="broker token",
+            summary={"token_id": token.token_id, "role": str(token.role), "principal": token.principal},
+            status=0,
+        )
+
+
+def create_token(ctx: Context) -> None:
+    prepare_database(ctx.engine(), ctx.settings.qmgr_name)
+    principal = ctx.args.principal or getpass.getuser()[:USER_ID_LENGTH]
+    with ctx.qm.unit_of_work() as uow:
+        issued = accounts.create_token(uow.connection, ctx.args.role, principal)
+    _audit(ctx, issued.token, "create")
+    token = issued.token
+    ctx.emit(
+        {**token_json(token), "token": issued.secret},
+        f"token #{token.token_id} ({token.role}, principal {token.principal}):\n{issued.secret}\n"
+        "keep it now: it is stored only as a hash and cannot be shown again",
+    )
+
+
+def _state(token: Token) -> str:
+    return "revoked" if token.revoked else "live"
+
+
+def list_tokens(ctx: Context) -> None:
+    with ctx.qm.reading() as conn:
+        found = accounts.list_tokens(conn, limit=None)
+    lines = [f"{'ID':>6}  {'PREFIX':<12}  {'ROLE':<8}  {'PRINCIPAL':<12}  STATE"]
+    lines += [f"{t.token_id:>6}  {t.prefix:<12}  {t.role:<8}  {t.principal:<12}  {_state(t)}" for t in found]
+    ctx.emit([token_json(t) for t in found], "\n".join(lines))
+
+
+def revoke_token(ctx: Context) -> None:
+    with ctx.qm.unit_of_work() as uow:
+        token = accounts.revoke_token(uow.connection, ctx.args.token_id)
+    if token is None:
+        print(f"no token #{ctx.args.token_id}", file=sys.stderr)
+        raise SystemExit(EXIT_MQ_ERROR)
+    _audit(ctx, token, "revoke")
+    ctx.emit(token_json(token), f"token #{token.token_id} revoked")

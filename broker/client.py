@@ -1,0 +1,400 @@
+"""What an application uses instead of pymqi + rfhutil: build and put the five
+``<psc>`` commands, wait for the broker's ``<pscr>`` reply, and read
+publications from a subscriber queue already decoded.
+
+Replies are matched the way IBM's samples match them: the command is a
+request, and the reply's CorrelId is the command's MsgId. Unless told
+otherwise the client creates its own temporary dynamic reply queue
+(``AMQ.<hex>``), deleted by :meth:`BrokerClient.close`; subscriptions that
+point at it are then removed by the broker, as MQ does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker import psc, pscr, rfh2
+from broker.options import DelOpt, PubOpt, RegOpt
+from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
+from queues import Message, QueueManager
+from queues.errors import MQError
+from queues.message import (
+    CCSID_UTF8,
+    MQEI_UNLIMITED,
+    MQENC_NATIVE,
+    MQFMT_NONE,
+    MQFMT_RF_HEADER_2,
+    MQFMT_STRING,
+    MQMT_DATAGRAM,
+    MQMT_REQUEST,
+    MQPER_PERSISTENCE_AS_Q_DEF,
+    MQPRI_PRIORITY_AS_Q_DEF,
+)
+from queues.reasons import Reason, reason_name
+
+DEFAULT_TIMEOUT = 10.0
+NO_PUB_OPTIONS = PubOpt(0)
+NO_REG_OPTIONS = RegOpt(0)
+NO_DEL_OPTIONS = DelOpt(0)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerResponse:
+    """The broker's answer to a command."""
+
+    completion: str
+    items: tuple[pscr.ResponseItem, ...] = ()
+    attributes: tuple[tuple[str, str], ...] = ()
+    message: Message | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.completion == pscr.OK
+
+    @property
+    def reason(self) -> int:
+        return self.items[0].reason if self.items else 0
+
+    @property
+    def refused_topics(self) -> tuple[str, ...]:
+        return tuple(item.topic for item in self.items if item.topic is not None)
+
+    def describe(self) -> str:
+        """The response in words, e.g. ``warning: MQRCCF_NOT_AUTHORIZED (3081) on topic 'a'``."""
+        lines = [self.completion]
+        for item in self.items:
+            text = f"  {reason_name(item.reason)} ({item.reason})"
+            if item.topic is not None:
+                text += f" on topic {item.topic!r}"
+            if item.parameter is not None:
+                text += f" [{item.parameter}]"
+            lines.append(text)
+        lines += [f"  {name}: {value}" for name, value in self.attributes]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedPublication:
+    """A publication taken from a subscriber queue."""
+
+    topics: tuple[str, ...]
+    sub_point: str | None
+    retained: bool  # IsRetainedPub: it came from the retained store (InformIfRet subscribers)
+    pub_time: str | None
+    seq_num: str | None
+    body: bytes
+    folders: tuple[str, ...]  # the publisher's other folders (<mcd>, <usr>, ...)
+    message: Message
+
+    @property
+    def topic(self) -> str:
+        return self.topics[0]
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8")
+
+
+def decode_publication(message: Message) -> ReceivedPublication:
+    """A subscriber-queue message as a publication; 2337/2334 if it is not one."""
+    headers = rfh2.decode(message.body, message.encoding, message.format)
+    command: psc.Publish | None = None
+    others = []
+    for folder in headers.folders:
+        if rfh2.folder_name(folder) == "psc":
+            parsed = psc.parse(folder)
+            if isinstance(parsed, psc.Publish):
+                command = parsed
+        else:
+            others.append(folder)
+    if command is None:
+        raise MQError(Reason.MQRC_RFH_PARM_MISSING, "the message holds no Publish <psc> folder")
+    return ReceivedPublication(
+        topics=command.topics,
+        sub_point=command.sub_point,
+        retained=bool(command.options & PubOpt.IsRetainedPub),
+        pub_time=command.pub_time,
+        seq_num=command.seq_num,
+        body=headers.payload,
+        folders=tuple(others),
+        message=message,
+    )
+
+
+def command_message(
+    command: psc.Command,
+    *,
+    payload: bytes = b"",
+    payload_format: str = MQFMT_NONE,
+    folders: Sequence[str] = (),
+    request: bool = True,
+    reply_to_q: str = "",
+    reply_to_qmgr: str = "",
+    correl_id: bytes | None = None,
+    user_id: str = "",
+    persistence: int = MQPER_PERSISTENCE_AS_Q_DEF,
+    priority: int = MQPRI_PRIORITY_AS_Q_DEF,
+    expiry: int = MQEI_UNLIMITED,
+    report: int = 0,
+    encoding: int = MQENC_NATIVE,
+) -> Message:
+    """The MQRFH2 command message for ``command`` (plus extra folders and a payload)."""
+    header = rfh2.RFH2Header(
+        encoding=encoding, ccsid=CCSID_UTF8, format=payload_format, folders=(psc.render(command), *folders)
+    )
+    fields: dict[str, Any] = {}
+    if correl_id is not None:
+        fields["correl_id"] = correl_id
+    return Message(
+        body=rfh2.encode(rfh2.RFH2Body((header,), payload), encoding),
+        format=MQFMT_RF_HEADER_2,
+        encoding=encoding,
+        msg_type=MQMT_REQUEST if request else MQMT_DATAGRAM,
+        report=report,
+        reply_to_q=reply_to_q,
+        reply_to_qmgr=reply_to_qmgr,
+        user_id=user_id,
+        persistence=persistence,
+        priority=priority,
+        expiry=expiry,
+        **fields,
+    )
+
+
+def read_response(message: Message) -> BrokerResponse:
+    headers = rfh2.decode(message.body, message.encoding, message.format)
+    response = pscr.parse_folders(headers.folders)
+    return BrokerResponse(response.completion, response.items, response.attributes, message)
+
+
+class BrokerClient:
+    """Commands to one broker (queue manager) and publications from its queues."""
+
+    def __init__(
+        self,
+        qm: QueueManager,
+        *,
+        reply_queue: str | None = None,
+        stream: str = DEFAULT_STREAM,
+        control_queue: str = CONTROL_QUEUE,
+        user_id: str = "",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.qm = qm
+        self.stream = stream
+        self.control_queue = control_queue
+        self.user_id = user_id
+        self.timeout = timeout
+        self._own_reply_queue = reply_queue is None
+        self.reply_queue = reply_queue or f"AMQ.{os.urandom(8).hex().upper()}"
+        if self._own_reply_queue:
+            qm.define_queue(self.reply_queue, definition_type="tempdyn", description="broker client replies")
+
+    def close(self) -> None:
+        if self._own_reply_queue:
+            self.qm.delete_queue(self.reply_queue, purge=True)
+            self._own_reply_queue = False
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- commands --------------------------------------------------------------------------
+
+    def send(
+        self,
+        command: psc.Command,
+        queue: str,
+        *,
+        wait: bool = True,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> BrokerResponse | None:
+        """Put ``command`` on ``queue``; with ``wait``, return the broker's reply
+        (2033 MQRC_NO_MSG_AVAILABLE if none comes within the timeout)."""
+        fields.setdefault("user_id", self.user_id)
+        message = command_message(
+            command, request=wait, reply_to_q=self.reply_queue if wait else "", **fields
+        )
+        msg_id = self.qm.put(queue, message)
+        if not wait:
+            return None
+        limit = self.timeout if timeout is None else timeout
+        try:
+            reply = self.qm.get(self.reply_queue, wait=limit, correl_id=msg_id)
+        except MQError as exc:
+            if exc.reason == Reason.MQRC_NO_MSG_AVAILABLE:
+                raise MQError(
+                    Reason.MQRC_NO_MSG_AVAILABLE,
+                    f"no response from the broker within {limit:g} s: is 'broker serve' running?",
+                ) from None
+            raise
+        return read_response(reply)
+
+    def publish(
+        self,
+        topics: str | Iterable[str],
+        body: bytes | str = b"",
+        *,
+        options: PubOpt = NO_PUB_OPTIONS,
+        sub_point: str | None = None,
+        pub_time: str | None = None,
+        seq_num: str | None = None,
+        q_name: str | None = None,
+        q_mgr_name: str | None = None,
+        correl_id: bytes | None = None,
+        folders: Sequence[str] = (),
+        stream: str | None = None,
+        wait: bool = True,
+        **fields: Any,
+    ) -> BrokerResponse | None:
+        command = psc.Publish(
+            topics=_topics(topics),
+            sub_point=sub_point,
+            options=options,
+            pub_time=pub_time,
+            seq_num=seq_num,
+            q_mgr_name=q_mgr_name,
+            q_name=q_name,
+            correl_id=None,
+            folder="",
+        )
+        payload = body.encode("utf-8") if isinstance(body, str) else body
+        fields.setdefault("payload_format", MQFMT_STRING if isinstance(body, str) else MQFMT_NONE)
+        if correl_id is not None:
+            fields["correl_id"] = correl_id
+        return self.send(
+            command, stream or self.stream, wait=wait, payload=payload, folders=folders, **fields
+        )
+
+    def subscribe(
+        self,
+        topics: str | Iterable[str],
+        queue: str | None = None,
+        *,
+        q_mgr: str | None = None,
+        options: RegOpt = NO_REG_OPTIONS,
+        sub_point: str | None = None,
+        sub_name: str | None = None,
+        sub_identity: str | None = None,
+        sub_user_data: str | None = None,
+        filter: str | None = None,
+        correl_id: bytes | None = None,
+        **fields: Any,
+    ) -> BrokerResponse:
+        command = psc.RegSub(
+            topics=_topics(topics),
+            sub_point=sub_point,
+            filter=filter,
+            q_mgr_name=q_mgr,
+            q_name=queue,
+            options=options,
+            sub_name=sub_name,
+            sub_identity=sub_identity,
+            sub_user_data=sub_user_data,
+            correl_id=None,
+            folder="",
+        )
+        return self._control(command, correl_id, fields)
+
+    def unsubscribe(
+        self,
+        topics: str | Iterable[str] = (),
+        queue: str | None = None,
+        *,
+        q_mgr: str | None = None,
+        options: RegOpt = NO_REG_OPTIONS,
+        sub_point: str | None = None,
+        sub_name: str | None = None,
+        sub_identity: str | None = None,
+        filter: str | None = None,
+        correl_id: bytes | None = None,
+        **fields: Any,
+    ) -> BrokerResponse:
+        command = psc.DeregSub(
+            topics=_topics(topics),
+            sub_point=sub_point,
+            filter=filter,
+            q_mgr_name=q_mgr,
+            q_name=queue,
+            options=options,
+            sub_name=sub_name,
+            sub_identity=sub_identity,
+            sub_user_data=None,
+            correl_id=None,
+            folder="",
+        )
+        return self._control(command, correl_id, fields)
+
+    def request_update(
+        self,
+        topic: str,
+        queue: str | None = None,
+        *,
+        q_mgr: str | None = None,
+        options: RegOpt = NO_REG_OPTIONS,
+        sub_point: str | None = None,
+        sub_name: str | None = None,
+        filter: str | None = None,
+        correl_id: bytes | None = None,
+        **fields: Any,
+    ) -> BrokerResponse:
+        command = psc.ReqUpdate(
+            topic=topic,
+            sub_point=sub_point,
+            filter=filter,
+            q_mgr_name=q_mgr,
+            q_name=queue,
+            options=options,
+            sub_name=sub_name,
+            correl_id=None,
+            folder="",
+        )
+        return self._control(command, correl_id, fields)
+
+    def delete_publication(
+        self,
+        topics: str | Iterable[str],
+        *,
+        options: DelOpt = NO_DEL_OPTIONS,
+        sub_point: str | None = None,
+        stream: str | None = None,
+        **fields: Any,
+    ) -> BrokerResponse:
+        command = psc.DeletePub(
+            topics=_topics(topics),
+            sub_point=sub_point,
+            options=options,
+            q_mgr_name=None,
+            q_name=None,
+            folder="",
+        )
+        response = self.send(command, stream or self.stream, **fields)
+        assert response is not None
+        return response
+
+    def _control(
+        self, command: psc.Command, correl_id: bytes | None, fields: dict[str, Any]
+    ) -> BrokerResponse:
+        if correl_id is not None:
+            fields["correl_id"] = correl_id
+        response = self.send(command, self.control_queue, **fields)
+        assert response is not None
+        return response
+
+    # -- publications ----------------------------------------------------------------------
+
+    def receive(
+        self, queue: str, *, wait: float = 0.0, correl_id: bytes | None = None
+    ) -> ReceivedPublication:
+        """Get the next publication from a subscriber queue (2033 if none arrives in time)."""
+        return decode_publication(self.qm.get(queue, wait=wait, correl_id=correl_id))
+
+
+def _topics(topics: str | Iterable[str]) -> tuple[str, ...]:
+    return (topics,) if isinstance(topics, str) else tuple(topics)

@@ -1,0 +1,111 @@
+"""Settings from flags, environment and an optional TOML file, in that order.
+
+A new user needs none of it: the defaults run a queue manager ``QM1`` on a
+SQLite file ``broker.db`` in the working directory. Every setting has one name
+used everywhere: the field name below, ``BROKER_<FIELD>`` in the environment,
+``<field> = ...`` in the file (``broker.toml`` in the working directory, or the
+file named by ``--config``/``BROKER_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from queues.database import DEFAULT_SQLITE_URL
+
+DEFAULT_CONFIG_FILE = "broker.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str = DEFAULT_SQLITE_URL
+    qmgr_name: str = "QM1"
+    sqlite_synchronous: str = "FULL"
+    log_level: str = "INFO"
+    log_format: str = "json"
+    # Routing service
+    batch_size: int = 500
+    stream_queues: tuple[str, ...] = ("SYSTEM.BROKER.DEFAULT.STREAM",)
+    default_policy: str = "allow"
+    admin_group: str = "mqm"
+    # Admin API
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    # Where the settings came from, for `broker config show`.
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+
+class ConfigError(ValueError):
+    """A setting has a value of the wrong type or an unknown name."""
+
+
+_FIELDS = {f.name: f for f in fields(Settings) if f.name != "sources"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = getattr(Settings(), name)
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, tuple):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(item).strip() for item in items if str(item).strip())
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"setting {name}={value!r} is not valid: {exc}") from None
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc}") from None
+    table = data.get("broker", data)
+    unknown = set(table) - _FIELDS.keys()
+    if unknown:
+        raise ConfigError(f"unknown settings in {path}: {', '.join(sorted(unknown))}")
+    return dict(table)
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Settings:
+    """Merge defaults < file < environment < flags (``None`` flags are ignored)."""
+    environ = os.environ if environ is None else environ
+    flags = {k: v for k, v in (flags or {}).items() if v is not None and k in _FIELDS}
+    path = config_file or environ.get("BROKER_CONFIG")
+    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
+        path = DEFAULT_CONFIG_FILE
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if path is not None:
+        layers.append((f"file {path}", _from_file(Path(path))))
+    layers.append(
+        (
+            "environment",
+            {
+                name: environ[f"BROKER_{name.upper()}"]
+                for name in _FIELDS
+                if f"BROKER_{name.upper()}" in environ
+            },
+        )
+    )
+    layers.append(("flags", flags))
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, layer in layers:
+        for name, value in layer.items():
+            values[name] = _coerce(name, value)
+            sources[name] = source
+    settings = replace(Settings(), **values)
+    return replace(settings, sources=tuple(sorted(sources.items())))

@@ -1,0 +1,269 @@
+"""Every SQL statement about links: neighbours, channel batches, leases.
+
+Exactly once across two databases works like this. The sender moves a batch of
+messages off the transmission queue into ``psb_channel_outbox`` under the next
+batch number, in one transaction, and sends that payload until the receiver
+confirms it (resending the very same bytes after any failure or restart). The
+receiver takes a batch only if its number is above the last one it recorded
+for that sender (and epoch), recording it in the same transaction as its puts;
+a resent batch is confirmed without being put again. Then the sender deletes
+the outbox entry. A crash on either side at any point leaves exactly one of:
+the batch still in the outbox (resent, deduplicated), or gone with its
+messages delivered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from sqlalchemy import Connection, delete, insert, or_, select, update
+
+from broker.network.schema import neighbours, outbox
+from broker.store import NEIGHBOUR, log_changes
+from queues.errors import MQError
+from queues.ids import now_ms
+from queues.names import check_qmgr_name
+from queues.reasons import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    name: str
+    url: str
+    token: str
+    epoch: str
+    next_batch: int
+    received_batch: int
+    synced: bool
+    sender_owner: str | None
+    created_at: int
+    last_sent_at: int | None
+    last_received_at: int | None
+    last_error: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Link:
+        return cls(
+            name=row.name,
+            url=row.url,
+            token=row.token,
+            epoch=row.epoch,
+            next_batch=row.next_batch,
+            received_batch=row.received_batch,
+            synced=bool(row.synced),
+            sender_owner=row.sender_owner,
+            created_at=row.created_at,
+            last_sent_at=row.last_sent_at,
+            last_received_at=row.last_received_at,
+            last_error=row.last_error,
+        )
+
+
+def _changed(conn: Connection, name: str) -> None:
+    log_changes(conn, [(NEIGHBOUR, hashlib.blake2b(name.encode(), digest_size=24).digest())])
+
+
+def _check_url(url: str) -> None:
+    """A link URL must be one the channel can call: http(s), printable ASCII, with a host."""
+    problem = None
+    if not url.startswith(("http://", "https://")):
+        problem = "must start with http:// or https://"
+    elif not url.isascii() or not url.isprintable() or " " in url:
+        problem = "must be printable ASCII (use punycode for other host names)"
+    else:
+        try:
+            if not httpx.URL(url).host:
+                problem = "names no host"
+        except (httpx.InvalidURL, ValueError) as exc:
+            problem = f"is not a URL ({exc})"
+    if problem:
+        raise MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, f"url {url!r} {problem}")
+
+
+def list_links(conn: Connection) -> list[Link]:
+    return [Link.from_row(row) for row in conn.execute(select(neighbours).order_by(neighbours.c.name))]
+
+
+def get_link(conn: Connection, name: str) -> Link | None:
+    row = conn.execute(select(neighbours).where(neighbours.c.name == name)).first()
+    return None if row is None else Link.from_row(row)
+
+
+def check_link(name: str, url: str, token: str) -> None:
+    """Refuse a definition that cannot work (before anything is sent to the neighbour)."""
+    check_qmgr_name(name)
+    _check_url(url)
+    if len(token) < 16:
+        raise MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, "a link token must be at least 16 characters")
+
+
+def add_link(conn: Connection, name: str, url: str, token: str) -> Link:
+    check_link(name, url, token)
+    if get_link(conn, name) is not None:
+        raise MQError(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"neighbour {name} is already defined")
+    conn.execute(
+        insert(neighbours).values(
+            name=name,
+            url=url.rstrip("/"),
+            token=token,
+            epoch=os.urandom(16).hex(),
+            next_batch=1,
+            received_batch=0,
+            received_epoch=None,
+            synced=0,
+            sender_owner=None,
+            sender_lease_until=0,
+            created_at=now_ms(),
+        )
+    )
+    _changed(conn, name)
+    link = get_link(conn, name)
+    assert link is not None
+    return link
+
+
+def update_link(conn: Connection, name: str, *, url: str | None = None, token: str | None = None) -> Link:
+    values: dict[str, Any] = {}
+    if url is not None:
+        values["url"] = url.rstrip("/")
+    if token is not None:
+        values["token"] = token
+    if (
+        values
+        and not conn.execute(update(neighbours).where(neighbours.c.name == name).values(**values)).rowcount
+    ):
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
+    link = get_link(conn, name)
+    if link is None:
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
+    return link
+
+
+def remove_link(conn: Connection, name: str) -> None:
+    if not conn.execute(delete(neighbours).where(neighbours.c.name == name)).rowcount:
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
+    conn.execute(delete(outbox).where(outbox.c.link == name))
+    _changed(conn, name)
+
+
+def authenticate(conn: Connection, sender: str, token: str) -> Link:
+    """The link a request claims to come from, if its token is that link's; else 3085."""
+    link = get_link(conn, sender)
+    if link is None or not hmac.compare_digest(link.token.encode(), token.encode()):
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"{sender} is not a neighbour with that token")
+    return link
+
+
+def mark_synced(conn: Connection, name: str) -> bool:
+    """True for the one process that gets to send a new neighbour its proxies."""
+    stmt = update(neighbours).where(neighbours.c.name == name, neighbours.c.synced == 0).values(synced=1)
+    return bool(conn.execute(stmt).rowcount)
+
+
+# -- sender side ---------------------------------------------------------------------------------
+
+
+def acquire_sender(conn: Connection, name: str, owner: str, lease_ms: int) -> bool:
+    """Hold (or renew) the right to run ``name``'s channel: one sender per link."""
+    now = now_ms()
+    stmt = (
+        update(neighbours)
+        .where(
+            neighbours.c.name == name,
+            or_(neighbours.c.sender_owner == owner, neighbours.c.sender_lease_until < now),
+        )
+        .values(sender_owner=owner, sender_lease_until=now + lease_ms)
+    )
+    return bool(conn.execute(stmt).rowcount)
+
+
+def release_sender(conn: Connection, name: str, owner: str) -> None:
+    conn.execute(
+        update(neighbours)
+        .where(neighbours.c.name == name, neighbours.c.sender_owner == owner)
+        .values(sender_owner=None, sender_lease_until=0)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A batch in the outbox: sent (or about to be) and not yet confirmed."""
+
+    number: int
+    payload: bytes
+    messages: int
+
+
+def in_flight(conn: Connection, name: str) -> InFlight | None:
+    """The oldest batch not yet confirmed, if any (sent, or resent, as is)."""
+    row = conn.execute(
+        select(outbox.c.batch_no, outbox.c.payload, outbox.c.messages)
+        .where(outbox.c.link == name)
+        .order_by(outbox.c.batch_no)
+        .limit(1)
+    ).first()
+    return None if row is None else InFlight(row.batch_no, row.payload, row.messages)
+
+
+def next_batch_number(conn: Connection, name: str) -> int:
+    stmt = (
+        update(neighbours)
+        .where(neighbours.c.name == name)
+        .values(next_batch=neighbours.c.next_batch + 1)
+        .returning(neighbours.c.next_batch)
+    )
+    return int(conn.execute(stmt).scalar_one()) - 1
+
+
+def store_batch(conn: Connection, name: str, number: int, payload: bytes, messages: int) -> None:
+    conn.execute(
+        insert(outbox).values(
+            link=name, batch_no=number, payload=payload, messages=messages, created_at=now_ms()
+        )
+    )
+
+
+def confirm_batch(conn: Connection, name: str, number: int) -> None:
+    conn.execute(delete(outbox).where(outbox.c.link == name, outbox.c.batch_no == number))
+    conn.execute(
+        update(neighbours).where(neighbours.c.name == name).values(last_sent_at=now_ms(), last_error=None)
+    )
+
+
+def record_error(conn: Connection, name: str, error: str) -> None:
+    conn.execute(update(neighbours).where(neighbours.c.name == name).values(last_error=error[:2000]))
+
+
+def outbox_depth(conn: Connection) -> dict[str, int]:
+    """Messages in flight per link (taken off the transmission queue, not yet confirmed)."""
+    depths: dict[str, int] = {}
+    for row in conn.execute(select(outbox.c.link, outbox.c.messages)):
+        depths[row.link] = depths.get(row.link, 0) + row.messages
+    return depths
+
+
+# -- receiver side -------------------------------------------------------------------------------
+
+
+def accept_batch(conn: Connection, sender: str, epoch: str, number: int) -> bool:
+    """Record batch ``number`` from ``sender``; False if it was taken before (a resend).
+
+    The row lock this takes also serialises two receivers racing on one batch."""
+    stmt = (
+        update(neighbours)
+        .where(
+            neighbours.c.name == sender,
+            or_(
+                neighbours.c.received_epoch.is_(None),
+                neighbours.c.received_epoch != epoch,
+                neighbours.c.received_batch < number,
+            ),
+        )
+        .values(received_batch=number, received_epoch=epoch, last_received_at=now_ms())
+    )
+    return bool(conn.execute(stmt).rowcount)

@@ -1,0 +1,120 @@
+"""Defining and removing neighbours (used by the CLI and the admin API alike).
+
+Adding a neighbour defines its transmission queue (a local queue named after
+the neighbour's queue manager, USAGE(XMITQ), as in MQ), checks that the link
+keeps the network a tree, and records the link; the routing service then sends
+the neighbour this broker's proxy subscriptions, and the channel agent starts.
+Both sides define the link, with the same token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from broker.network import links, topology
+from queues import QueueManager
+from queues.definition import MAX_MAX_DEPTH
+from queues.errors import MQError, UnknownObject
+from queues.reasons import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourStatus:
+    link: links.Link
+    transmission_depth: int
+    in_flight: int
+
+    def as_dict(self) -> dict[str, Any]:
+        link = self.link
+        return {
+            "name": link.name,
+            "url": link.url,
+            "transmission_queue": link.name,
+            "transmission_depth": self.transmission_depth,
+            "in_flight": self.in_flight,
+            "next_batch": link.next_batch,
+            "received_batch": link.received_batch,
+            "proxies_sent": link.synced,
+            "sender": link.sender_owner,
+            "last_sent_at": link.last_sent_at,
+            "last_received_at": link.last_received_at,
+            "last_error": link.last_error,
+            "created_at": link.created_at,
+        }
+
+
+def add_neighbour(
+    qm: QueueManager,
+    name: str,
+    url: str,
+    token: str,
+    *,
+    check_topology: bool = True,
+    http: httpx.Client | None = None,
+) -> tuple[links.Link, str | None]:
+    """Define a link; returns it and a warning (e.g. the far side has not defined it yet).
+
+    Refused with MQRC_LOOPING_PUBLICATION (2541) if it would close a cycle, and
+    with 3085 if the topology cannot be verified (a neighbour does not answer)
+    unless ``check_topology`` is False."""
+    links.check_link(name, url, token)
+    if name == qm.name:
+        raise MQError(Reason.MQRCCF_Q_MGR_NAME_ERROR, f"{name} is this broker's own queue manager")
+    try:
+        existing = qm.inquire_queue(name)
+    except UnknownObject:
+        existing = None
+    if existing is not None and existing.usage != "xmitq":
+        raise MQError(
+            Reason.MQRCCF_OBJECT_ALREADY_EXISTS,
+            f"a local queue named {name} exists: the transmission queue for neighbour {name} needs its name",
+        )
+    warning = None
+    if check_topology:
+        client = http or httpx.Client(timeout=10.0)
+        try:
+            warning = topology.check_new_link(qm, topology.Peer(name, url, token), client)
+        finally:
+            if http is None:
+                client.close()
+    with qm.engine.begin() as conn:
+        link = links.add_link(conn, name, url, token)
+    if existing is None:
+        qm.define_queue(name, usage="xmitq", max_depth=MAX_MAX_DEPTH, description=f"to neighbour {name}")
+    return link, warning
+
+
+def remove_neighbour(qm: QueueManager, name: str, *, purge: bool = False) -> int:
+    """Unlink ``name``; refused (2055) while messages wait for it unless ``purge``."""
+    depth = qm.depth(name) if _has_queue(qm, name) else 0
+    with qm.reading() as conn:
+        waiting = links.outbox_depth(conn).get(name, 0)
+    if (depth or waiting) and not purge:
+        raise MQError(
+            Reason.MQRC_Q_NOT_EMPTY,
+            f"{depth + waiting} messages wait for {name}: remove with purge to discard them",
+        )
+    with qm.engine.begin() as conn:
+        links.remove_link(conn, name)
+    if _has_queue(qm, name):
+        qm.delete_queue(name, purge=True)
+    return depth + waiting
+
+
+def neighbour_status(qm: QueueManager) -> list[NeighbourStatus]:
+    with qm.reading() as conn:
+        found = links.list_links(conn)
+        flying = links.outbox_depth(conn)
+    depths = {q.name: q.depth for q in qm.list_queues()}
+    return [NeighbourStatus(link, depths.get(link.name, 0), flying.get(link.name, 0)) for link in found]
+
+
+def _has_queue(qm: QueueManager, name: str) -> bool:
+    try:
+        qm.inquire_queue(name)
+    except UnknownObject:
+        return False
+    return True

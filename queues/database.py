@@ -1,0 +1,103 @@
+"""Engines for SQLite and PostgreSQL, configured for a queue manager's needs.
+
+SQLite: one writer at a time, so every unit of work starts with ``BEGIN
+IMMEDIATE`` (a deferred transaction that later writes gets SQLITE_BUSY at once
+instead of waiting), ``busy_timeout`` is set before WAL so that even the switch
+to WAL waits politely, and ``synchronous=FULL`` makes a committed put survive
+power loss, as a persistent MQ message does. Read-only work (browse, inquire)
+asks for ``BEGIN DEFERRED`` so that it never blocks the writer.
+
+PostgreSQL: psycopg 3, ``pool_pre_ping`` so that a restarted server costs one
+failed batch and a reconnect, not a dead process.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+READ_ONLY = "queues_read_only"
+# How long one statement waits for a lock before SQLite's own (coarse) backoff gives up;
+# taking the write lock is retried finely by _begin_immediate instead.
+STATEMENT_BUSY_MS = 5
+DEFAULT_SQLITE_URL = "sqlite:///broker.db"
+
+
+def normalise_url(url: str) -> str:
+    """Accept the URLs users type (``postgresql://``, ``postgres://``) and pin psycopg 3."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def is_sqlite(engine: Engine | Connection) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(
+    url: str = DEFAULT_SQLITE_URL,
+    *,
+    sqlite_synchronous: str = "FULL",
+    busy_timeout_ms: int = 30_000,
+    **kwargs: Any,
+) -> Engine:
+    """An engine for ``url`` with the transaction behaviour the queue manager relies on."""
+    url = normalise_url(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        engine = create_engine(url, **kwargs)
+        _configure_sqlite(engine, sqlite_synchronous.upper(), busy_timeout_ms)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", 5)
+    kwargs.setdefault("max_overflow", 10)
+    return create_engine(url, **kwargs)
+
+
+def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) -> None:
+    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        raise ValueError(f"sqlite synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module: we emit BEGIN ourselves.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={STATEMENT_BUSY_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA temp_store=MEMORY")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        if connection.get_execution_options().get(READ_ONLY, False):
+            connection.exec_driver_sql("BEGIN DEFERRED")
+        else:
+            _begin_immediate(connection, busy_timeout_ms / 1000)
+
+
+def _begin_immediate(connection: Connection, timeout: float) -> None:
+    """Take the write lock, retrying every fraction of a millisecond.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10... up to 100 ms between tries,
+    which under a steady stream of short writers (publishers putting one message
+    each) turns a 1 ms wait into 100. Statements keep a short busy timeout of
+    their own; waiting for the lock is done here, finely, up to ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.0001
+    while True:
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.001)

@@ -1,0 +1,109 @@
+"""Queue attributes, with MQ's names, defaults and limits.
+
+Defaults are those of IBM's ``SYSTEM.DEFAULT.LOCAL.QUEUE`` (MAXDEPTH 5000,
+MAXMSGL 4 MiB, DEFPRTY 0, DEFPSIST NO, BOTHRESH 0) because that is what an MQ
+administrator expects a new queue to have; system queues are defined deeper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from queues.errors import MQError
+from queues.names import is_valid_name
+from queues.reasons import Reason
+
+DEFAULT_MAX_DEPTH = 5000
+DEFAULT_MAX_MSG_LENGTH = 4 * 1024 * 1024
+MAX_MAX_DEPTH = 999_999_999
+MAX_MAX_MSG_LENGTH = 100 * 1024 * 1024
+USAGES = ("normal", "xmitq")
+DEFINITION_TYPES = ("predefined", "tempdyn", "permdyn")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDefinition:
+    """A local queue's attributes and its current depth."""
+
+    name: str
+    description: str = ""
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_msg_length: int = DEFAULT_MAX_MSG_LENGTH
+    backout_threshold: int = 0
+    backout_requeue_q: str = ""
+    def_priority: int = 0
+    def_persistence: int = 0
+    put_enabled: bool = True
+    get_enabled: bool = True
+    usage: str = "normal"
+    definition_type: str = "predefined"
+    depth: int = 0
+    created_at: int = 0
+    altered_at: int = 0
+
+    @classmethod
+    def from_row(cls, row: Any) -> QueueDefinition:
+        values = row._mapping
+        return cls(
+            **{f.name: values[f.name] for f in fields(cls) if f.name not in ("put_enabled", "get_enabled")},
+            put_enabled=bool(values["put_enabled"]),
+            get_enabled=bool(values["get_enabled"]),
+        )
+
+
+# Attributes an administrator may set, with the check each value must pass.
+_RANGES: dict[str, tuple[int, int]] = {
+    "max_depth": (0, MAX_MAX_DEPTH),
+    "max_msg_length": (0, MAX_MAX_MSG_LENGTH),
+    "backout_threshold": (0, MAX_MAX_DEPTH),
+    "def_priority": (0, 9),
+    "def_persistence": (0, 1),
+}
+SETTABLE = (
+    *_RANGES,
+    "description",
+    "backout_requeue_q",
+    "put_enabled",
+    "get_enabled",
+    "usage",
+    "definition_type",
+)
+
+
+def check_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Validate attribute changes and return them as column values.
+
+    Raises MQRCCF_ATTR_VALUE_ERROR (4005) naming the attribute and the allowed
+    values, so that a typo in ``broker queue define`` says exactly what is wrong.
+    """
+    values: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if key in _RANGES:
+            low, high = _RANGES[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise _bad(key, value, f"an integer from {low} to {high}")
+        elif key in ("put_enabled", "get_enabled"):
+            if not isinstance(value, bool):
+                raise _bad(key, value, "true or false")
+            value = int(value)
+        elif key == "description":
+            if not isinstance(value, str) or len(value) > 64:
+                raise _bad(key, value, "text of at most 64 characters")
+        elif key == "backout_requeue_q":
+            if not isinstance(value, str) or (value and not is_valid_name(value)):
+                raise _bad(key, value, "a queue name (1-48 characters of A-Z a-z 0-9 . / _ %) or ''")
+        elif key == "usage":
+            if value not in USAGES:
+                raise _bad(key, value, " or ".join(USAGES))
+        elif key == "definition_type":
+            if value not in DEFINITION_TYPES:
+                raise _bad(key, value, ", ".join(DEFINITION_TYPES))
+        else:
+            raise MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, f"unknown queue attribute {key!r}")
+        values[key] = value
+    return values
+
+
+def _bad(key: str, value: Any, allowed: str) -> MQError:
+    return MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, f"{key}={value!r} is not valid: use {allowed}")

@@ -1,0 +1,779 @@
+"""The queue manager: MQ's put/get/browse/syncpoint semantics over SQL tables.
+
+A unit of work is one database transaction. A destructive get deletes the row
+inside it, so a backout (or a process killed with SIGKILL, whose connection
+the database then aborts) puts the message back exactly where it was; a commit
+makes puts and gets visible together. Depth counters on the queue rows change
+in the same transaction, just before commit, which makes MQRC_Q_FULL exact even
+with several processes putting to one queue.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import getpass
+import logging
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from queues import dlh, sql
+from queues.database import READ_ONLY, make_engine
+from queues.definition import MAX_MAX_DEPTH, QueueDefinition, check_attributes
+from queues.errors import MQError, NoMessageAvailable, UnknownObject
+from queues.ids import mq_date_time, new_msg_id, now_ms
+from queues.message import (
+    FORMAT_LENGTH,
+    ID_LENGTH,
+    MQAT_UNIX,
+    MQEI_UNLIMITED,
+    MQENC_INTEGER_MASK,
+    MQENC_NATIVE,
+    MQFMT_DEAD_LETTER_HEADER,
+    MQMI_NONE,
+    MQPER_PERSISTENCE_AS_Q_DEF,
+    MQPRI_PRIORITY_AS_Q_DEF,
+    PUT_APPL_NAME_LENGTH,
+    USER_ID_LENGTH,
+    Message,
+    derive,
+)
+from queues.names import DEAD_LETTER_QUEUE, check_qmgr_name, check_queue_name
+from queues.reasons import Reason
+from queues.waiting import ArrivalNotifier
+
+log = logging.getLogger(__name__)
+
+EXPIRY_SWEEP_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """What a put-many did: the MsgId of every item, in order, and which items
+    went to the dead-letter queue instead (item index, reason)."""
+
+    msg_ids: list[bytes]
+    dead_lettered: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Browsed:
+    """A browsed message and the cursor that continues the browse after it."""
+
+    cursor: tuple[int, int]
+    message: Message
+    put_at: int
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """A lost or locked database becomes MQRC_CONNECTION_BROKEN, which callers retry;
+    anything else (a missing table, a bad statement) is a defect and keeps its own
+    traceback, so that a service never retries a schema error forever."""
+    try:
+        yield
+    except MQError:
+        raise
+    except Exception as exc:
+        if not _unavailable(exc):
+            raise
+        raise MQError(
+            Reason.MQRC_CONNECTION_BROKEN, f"database unavailable: {getattr(exc, 'orig', exc)}"
+        ) from exc
+
+
+_SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full")
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached now (as opposed to a defect).
+    Hot paths use the driver's cursor directly, so driver errors arrive unwrapped too."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    error = exc.orig if isinstance(exc, DBAPIError) else exc
+    if isinstance(error, sqlite3.OperationalError):
+        return any(text in str(error).lower() for text in _SQLITE_UNAVAILABLE)
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+_I = {name: index for index, name in enumerate(sql.COLUMNS)}
+(
+    _EXPIRES_AT,
+    _BODY,
+    _MSG_ID,
+    _CORREL_ID,
+    _FORMAT,
+    _ENCODING,
+    _CCSID,
+    _MSG_TYPE,
+    _REPORT,
+    _REPLY_TO_Q,
+    _REPLY_TO_QMGR,
+    _USER_ID,
+    _PERSISTENCE,
+    _PRIORITY,
+    _PUT_APPL_TYPE,
+    _PUT_APPL_NAME,
+    _PUT_DATE,
+    _PUT_TIME,
+    _BACKOUT_COUNT,
+) = (
+    _I[name]
+    for name in (
+        "expires_at",
+        "body",
+        "msg_id",
+        "correl_id",
+        "format",
+        "encoding",
+        "ccsid",
+        "msg_type",
+        "report",
+        "reply_to_q",
+        "reply_to_qmgr",
+        "user_id",
+        "persistence",
+        "priority",
+        "put_appl_type",
+        "put_appl_name",
+        "put_date",
+        "put_time",
+        "backout_count",
+    )
+)
+
+
+def _row_to_message(row: Any, now: int) -> Message:
+    """A stored row (a tuple or Row in table column order) as the Message a get returns:
+    positional access, because this runs once per message gotten."""
+    expires_at = row[_EXPIRES_AT]
+    expiry = MQEI_UNLIMITED if expires_at is None else max(1, -(-(expires_at - now) // 100))
+    return Message(
+        bytes(row[_BODY]),
+        bytes(row[_MSG_ID]),
+        bytes(row[_CORREL_ID]),
+        row[_FORMAT],
+        row[_ENCODING],
+        row[_CCSID],
+        row[_MSG_TYPE],
+        row[_REPORT],
+        row[_REPLY_TO_Q],
+        row[_REPLY_TO_QMGR],
+        row[_USER_ID],
+        row[_PERSISTENCE],
+        row[_PRIORITY],
+        expiry,
+        row[_PUT_APPL_TYPE],
+        row[_PUT_APPL_NAME],
+        row[_PUT_DATE],
+        row[_PUT_TIME],
+        row[_BACKOUT_COUNT],
+    )
+
+
+def _fixed_id(value: bytes, field: str) -> bytes:
+    if len(value) > ID_LENGTH:
+        raise MQError(Reason.MQRC_MD_ERROR, f"{field} is {len(value)} bytes; at most {ID_LENGTH}")
+    return value.ljust(ID_LENGTH, b"\x00")
+
+
+def _fixed_text(value: str, length: int, field: str) -> str:
+    if len(value) > length:
+        raise MQError(Reason.MQRC_MD_ERROR, f"{field} {value!r} is longer than {length} characters")
+    return value
+
+
+def _normalised_descriptor(m: Message) -> tuple[bytes, bytes, str]:
+    """Pad short ids and formats as MQ does, or raise MQRC_MD_ERROR naming the field
+    that does not fit (the slow path of a put: most messages need nothing)."""
+    for value, length, name in (
+        (m.reply_to_q, 48, "ReplyToQ"),
+        (m.reply_to_qmgr, 48, "ReplyToQMgr"),
+        (m.user_id, USER_ID_LENGTH, "UserIdentifier"),
+        (m.put_appl_name, PUT_APPL_NAME_LENGTH, "PutApplName"),
+    ):
+        _fixed_text(value, length, name)
+    return (
+        _fixed_id(m.msg_id, "MsgId"),
+        _fixed_id(m.correl_id, "CorrelId"),
+        _fixed_text(m.format, FORMAT_LENGTH, "Format").ljust(FORMAT_LENGTH),
+    )
+
+
+def message_row(
+    definition: QueueDefinition | None,
+    queue: str,
+    m: Message,
+    now: int,
+    stamp: tuple[str, str],
+    qmgr: str,
+    user_id: str,
+    appl_name: str,
+) -> tuple[Any, ...]:
+    """The stored row for a put of ``m`` to ``queue`` (values in MESSAGE_COLUMNS order):
+    checks what MQPUT checks, and fills what the queue manager fills (MsgId, the queue's
+    default priority and persistence, put date and time, user and application).
+
+    Pure, so that every writer stores the same row: the unit of work, and the Spark
+    pipeline's tasks that stage deliveries in parallel. Depth is the caller's business.
+    """
+    if definition is None:
+        raise UnknownObject(queue)
+    if not definition.put_enabled:
+        raise MQError(Reason.MQRC_PUT_INHIBITED, f"puts to {queue} are inhibited")
+    if len(m.body) > definition.max_msg_length:
+        raise MQError(
+            Reason.MQRC_MSG_TOO_BIG_FOR_Q,
+            f"message of {len(m.body)} bytes exceeds MAXMSGL {definition.max_msg_length} of {queue}",
+        )
+    if not -1 <= m.priority <= 9:
+        raise MQError(Reason.MQRC_PRIORITY_ERROR, f"priority {m.priority} is not -1..9")
+    if m.persistence not in (0, 1, 2):
+        raise MQError(Reason.MQRC_PERSISTENCE_ERROR, f"persistence {m.persistence} is not 0, 1 or 2")
+    if m.expiry != MQEI_UNLIMITED and m.expiry <= 0:
+        raise MQError(Reason.MQRC_EXPIRY_ERROR, f"expiry {m.expiry} must be positive or -1")
+    msg_id, correl_id, fmt = m.msg_id, m.correl_id, m.format
+    if (
+        len(msg_id) != ID_LENGTH
+        or len(correl_id) != ID_LENGTH
+        or len(fmt) != FORMAT_LENGTH
+        or len(m.reply_to_q) > 48
+        or len(m.reply_to_qmgr) > 48
+        or len(m.user_id) > USER_ID_LENGTH
+        or len(m.put_appl_name) > PUT_APPL_NAME_LENGTH
+    ):
+        msg_id, correl_id, fmt = _normalised_descriptor(m)
+    # A short MsgId is NUL-padded, so one that pads to MQMI_NONE asks for a new MsgId too.
+    if msg_id == MQMI_NONE:
+        msg_id = new_msg_id(qmgr)
+    return (
+        queue,
+        m.priority if m.priority != MQPRI_PRIORITY_AS_Q_DEF else definition.def_priority,
+        None if m.expiry == MQEI_UNLIMITED else now + m.expiry * 100,
+        msg_id,
+        correl_id,
+        fmt,
+        m.encoding,
+        m.ccsid,
+        m.msg_type,
+        m.report,
+        m.reply_to_q,
+        m.reply_to_qmgr,
+        m.user_id or user_id,
+        m.persistence if m.persistence != MQPER_PERSISTENCE_AS_Q_DEF else definition.def_persistence,
+        m.expiry,
+        m.put_appl_type,
+        m.put_appl_name or appl_name,
+        m.put_date or stamp[0],
+        m.put_time or stamp[1],
+        m.backout_count,
+        now,
+        m.body,
+    )
+
+
+def dead_letter_message(
+    queue: str, m: Message, reason: int, dest_qmgr: str, appl_name: str, stamp: tuple[str, str]
+) -> Message:
+    """``m`` as it goes on the dead-letter queue: its body behind an MQDLH saying why
+    and where it was going; the rest of its descriptor kept, as MQ keeps it."""
+    encoding = m.encoding if m.encoding & MQENC_INTEGER_MASK in (1, 2) else MQENC_NATIVE
+    header = dlh.DeadLetterHeader(
+        reason=reason,
+        dest_q_name=queue,
+        dest_q_mgr_name=dest_qmgr,
+        encoding=m.encoding,
+        ccsid=m.ccsid,
+        format=m.format,
+        put_appl_type=MQAT_UNIX,
+        put_appl_name=appl_name,
+        put_date=stamp[0],
+        put_time=stamp[1],
+    )
+    return derive(
+        m,
+        body=dlh.encode(header, encoding) + m.body,
+        format=MQFMT_DEAD_LETTER_HEADER,
+        encoding=encoding,
+        ccsid=1208,
+    )
+
+
+class UnitOfWork:
+    """Puts and gets under syncpoint: all of them happen, or none."""
+
+    def __init__(self, qm: QueueManager, connection: Connection) -> None:
+        self._qm = qm
+        self.connection = connection
+        self._definitions: dict[str, QueueDefinition | None] = {}
+        self._deltas: dict[str, int] = {}
+        self._gotten: list[int] = []
+        self._arrivals: set[str] = set()
+        self._transaction = connection.begin()
+
+    @property
+    def open(self) -> bool:
+        return self._transaction.is_active
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def definitions(self, names: Iterable[str]) -> dict[str, QueueDefinition | None]:
+        """Queue definitions as this unit of work sees them (one query for all unknown names)."""
+        wanted = set(names)
+        missing = wanted - self._definitions.keys()
+        if missing:
+            found = {
+                row.name: QueueDefinition.from_row(row) for row in sql.select_queues(self.connection, missing)
+            }
+            for name in missing:
+                self._definitions[name] = found.get(name)
+        return {name: self._definitions[name] for name in wanted}
+
+    def depth(self, queue: str) -> int:
+        """Depth including this unit of work's uncommitted puts and gets."""
+        definition = self.definitions([queue])[queue]
+        if definition is None:
+            raise UnknownObject(queue)
+        return definition.depth + self._deltas.get(queue, 0)
+
+    # -- put -------------------------------------------------------------------------------
+
+    def put(self, queue: str, message: Message) -> bytes:
+        """Put one message; returns its MsgId."""
+        return self.put_many([(queue, message)]).msg_ids[0]
+
+    def put_many(
+        self, items: Iterable[tuple[str, Message]], *, dead_letter_failures: bool = False
+    ) -> PutResult:
+        """Put many messages with one bulk insert.
+
+        A message that cannot be put (unknown queue, full, too big, put
+        inhibited) raises before anything of this call is written; with
+        ``dead_letter_failures`` it goes to the dead-letter queue with an MQDLH
+        saying why, as MQ's channels and broker do, and the others go through.
+        """
+        items = list(items)
+        definitions = self.definitions(queue for queue, _ in items)
+        now = now_ms()
+        stamp = mq_date_time(now)
+        rows: list[tuple[Any, ...]] = []
+        msg_ids: list[bytes] = []
+        failed: list[tuple[int, int]] = []
+        pending: dict[str, int] = {}
+        for index, (queue, message) in enumerate(items):
+            try:
+                row = self._row(definitions.get(queue), queue, message, now, stamp, pending)
+            except MQError as exc:
+                if not dead_letter_failures or exc.reason == Reason.MQRC_MD_ERROR:
+                    raise
+                failed.append((index, exc.reason))
+                msg_ids.append(message.msg_id)
+                continue
+            rows.append(row)
+            msg_ids.append(row[3])
+        if failed:
+            dead = [
+                self._dead_letter_row(items[i][0], items[i][1], reason, now, stamp, pending)
+                for i, reason in failed
+            ]
+            rows.extend(dead)
+            for (index, _), row in zip(failed, dead, strict=True):
+                msg_ids[index] = row[3]
+        with _translated():
+            sql.insert_messages(self.connection, rows)
+        for queue, count in pending.items():
+            self._deltas[queue] = self._deltas.get(queue, 0) + count
+        self._arrivals.update(pending)
+        return PutResult(msg_ids, failed)
+
+    def dead_letter(self, queue: str, message: Message, reason: int, dest_qmgr: str = "") -> bytes:
+        """Put ``message`` on the dead-letter queue with an MQDLH: it was bound for ``queue``."""
+        now = now_ms()
+        pending: dict[str, int] = {}
+        row = self._dead_letter_row(queue, message, reason, now, mq_date_time(now), pending, dest_qmgr)
+        with _translated():
+            sql.insert_messages(self.connection, [row])
+        self._deltas[DEAD_LETTER_QUEUE] = self._deltas.get(DEAD_LETTER_QUEUE, 0) + 1
+        self._arrivals.add(DEAD_LETTER_QUEUE)
+        return row[3]
+
+    def _row(
+        self,
+        definition: QueueDefinition | None,
+        queue: str,
+        m: Message,
+        now: int,
+        stamp: tuple[str, str],
+        pending: dict[str, int],
+    ) -> tuple[Any, ...]:
+        row = message_row(
+            definition, queue, m, now, stamp, self._qm.name, self._qm.user_id, self._qm.appl_name
+        )
+        assert definition is not None
+        depth = definition.depth + self._deltas.get(queue, 0) + pending.get(queue, 0)
+        if depth >= definition.max_depth:
+            raise MQError(Reason.MQRC_Q_FULL, f"{queue} is full (MAXDEPTH {definition.max_depth})")
+        pending[queue] = pending.get(queue, 0) + 1
+        return row
+
+    def _dead_letter_row(
+        self,
+        queue: str,
+        m: Message,
+        reason: int,
+        now: int,
+        stamp: tuple[str, str],
+        pending: dict[str, int],
+        dest_qmgr: str = "",
+    ) -> tuple[Any, ...]:
+        dead = dead_letter_message(queue, m, reason, dest_qmgr or self._qm.name, self._qm.appl_name, stamp)
+        definition = self.definitions([DEAD_LETTER_QUEUE])[DEAD_LETTER_QUEUE]
+        # The dead-letter queue must take the message; if it cannot, the caller's error stands.
+        return self._row(definition, DEAD_LETTER_QUEUE, dead, now, stamp, pending)
+
+    # -- get -------------------------------------------------------------------------------
+
+    def get(self, queue: str, *, msg_id: bytes | None = None, correl_id: bytes | None = None) -> Message:
+        """Destructively get the next message (or the one with this MsgId/CorrelId); 2033 if none."""
+        found = self.get_batch(queue, 1, msg_id=msg_id, correl_id=correl_id)
+        if not found:
+            raise NoMessageAvailable(queue)
+        return found[0]
+
+    def get_batch(
+        self,
+        queue: str,
+        limit: int,
+        *,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+    ) -> list[Message]:
+        """Destructively get up to ``limit`` messages in priority-then-FIFO order."""
+        definition = self.definitions([queue])[queue]
+        if definition is None:
+            raise UnknownObject(queue)
+        if not definition.get_enabled:
+            raise MQError(Reason.MQRC_GET_INHIBITED, f"gets from {queue} are inhibited")
+        now = now_ms()
+        with _translated():
+            self._sweep_expired(queue, now)
+            rows = sql.claim_messages(
+                self.connection,
+                queue,
+                limit,
+                now,
+                msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
+                correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
+            )
+        if rows:
+            self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
+            self._gotten.extend(row[sql.ID] for row in rows)
+        return [_row_to_message(row, now) for row in rows]
+
+    def _sweep_expired(self, queue: str, now: int) -> None:
+        """Remove expired messages, at most once a second per queue per process."""
+        last = self._qm._swept.get(queue, 0)
+        if now - last < EXPIRY_SWEEP_MS:
+            return
+        self._qm._swept[queue] = now
+        removed = sql.delete_expired(self.connection, queue, now)
+        if removed:
+            self._deltas[queue] = self._deltas.get(queue, 0) - removed
+
+    def remove(self, rows: Sequence[Any]) -> None:
+        """Delete already-read message rows (backout processing moves them elsewhere)."""
+        sql.delete_messages_by_id(self.connection, [row.id for row in rows])
+        for row in rows:
+            self._deltas[row.queue] = self._deltas.get(row.queue, 0) - 1
+
+    # -- syncpoint -------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        with _translated():
+            refused = sql.apply_depth(self.connection, self._deltas)
+            if refused:
+                self._transaction.rollback()
+                self._gotten.clear()
+                raise MQError(Reason.MQRC_Q_FULL, f"queue full or deleted at commit: {', '.join(refused)}")
+            sql.notify_arrivals(self.connection, self._arrivals)
+            self._transaction.commit()
+        if self._arrivals:
+            self._qm.notifier.announce(self._arrivals)
+
+    def backout(self) -> None:
+        """Undo everything; messages gotten here go back with BackoutCount + 1."""
+        gotten = self._gotten
+        self._gotten = []
+        with _translated():
+            self._transaction.rollback()
+        if gotten:
+            self._qm._backed_out(gotten)
+
+
+class QueueManager:
+    """A named queue manager whose queues and messages live in one SQL database."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        appl_name: str | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        self.engine = engine
+        with _translated(), engine.connect().execution_options(**{READ_ONLY: True}) as conn:
+            row = sql.select_qmgr(conn) if inspect(conn).has_table("mq_qmgr") else None
+        if row is None:
+            raise MQError(
+                Reason.MQRC_Q_MGR_NOT_AVAILABLE,
+                "this database holds no queue manager: run 'broker db upgrade'",
+            )
+        self.name: str = row.name
+        self.appl_name = (appl_name or os.path.basename(sys.argv[0]) or "python")[:PUT_APPL_NAME_LENGTH]
+        self.user_id = (user_id or getpass.getuser())[:USER_ID_LENGTH]
+        self.notifier = ArrivalNotifier(engine)
+        self._swept: dict[str, int] = {}
+
+    @classmethod
+    def connect(cls, url: str, **kwargs: Any) -> QueueManager:
+        return cls(make_engine(url), **kwargs)
+
+    @staticmethod
+    def create(engine: Engine, name: str, description: str = "") -> None:
+        """Name the queue manager of a migrated database and define its dead-letter queue.
+
+        Idempotent for the same name; a database already owned by another queue
+        manager is refused, because every stored MsgId and route carries the name.
+        """
+        check_qmgr_name(name)
+        now = now_ms()
+        with _translated(), engine.begin() as conn:
+            row = sql.select_qmgr(conn)
+            if row is not None and row.name != name:
+                raise MQError(
+                    Reason.MQRC_Q_MGR_NAME_ERROR,
+                    f"this database belongs to queue manager {row.name!r}, not {name!r}",
+                )
+            if row is None:
+                sql.insert_qmgr(conn, name, now, description)
+            if sql.select_queue(conn, DEAD_LETTER_QUEUE) is None:
+                sql.insert_queue(
+                    conn, _definition_values(DEAD_LETTER_QUEUE, {"max_depth": MAX_MAX_DEPTH}, now)
+                )
+
+    def close(self) -> None:
+        self.notifier.close()
+        self.engine.dispose()
+
+    def __enter__(self) -> QueueManager:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- units of work ---------------------------------------------------------------------
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        """Commit when the block ends normally; back out if it raises."""
+        with _translated(), self.engine.connect() as connection:
+            uow = UnitOfWork(self, connection)
+            try:
+                yield uow
+            except BaseException:
+                if uow.open:
+                    uow.backout()
+                raise
+            if uow.open:
+                uow.commit()
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read-only transaction that never blocks writers (browse, inquire)."""
+        with (
+            _translated(),
+            self.engine.connect().execution_options(**{READ_ONLY: True}) as conn,
+            conn.begin(),
+        ):
+            yield conn
+
+    def _backed_out(self, ids: Sequence[int]) -> None:
+        """Count the backout; past a queue's threshold, move the message to its
+        backout queue, or to the dead-letter queue when it has none."""
+        with self.unit_of_work() as uow:
+            conn = uow.connection
+            sql.increment_backout(conn, ids)
+            rows = sql.select_messages_by_id(conn, ids)
+            definitions = uow.definitions({row.queue for row in rows})
+            moving = [
+                row
+                for row in rows
+                if (d := definitions[row.queue]) is not None
+                and d.backout_threshold > 0
+                and row.backout_count >= d.backout_threshold
+            ]
+            if not moving:
+                return
+            uow.remove(moving)
+            now = now_ms()
+            for row in moving:
+                message = _row_to_message(row, now)
+                requeue = definitions[row.queue].backout_requeue_q  # type: ignore[union-attr]
+                if requeue and uow.definitions([requeue])[requeue] is not None:
+                    result = uow.put_many([(requeue, message)], dead_letter_failures=True)
+                    moved_to = DEAD_LETTER_QUEUE if result.dead_lettered else requeue
+                else:
+                    uow.dead_letter(row.queue, message, Reason.MQRC_BACKOUT_THRESHOLD_REACHED)
+                    moved_to = DEAD_LETTER_QUEUE
+                log.warning(
+                    "backout threshold reached",
+                    extra={"queue": row.queue, "msg_id": row.msg_id.hex(), "moved_to": moved_to},
+                )
+
+    # -- administration --------------------------------------------------------------------
+
+    def define_queue(self, name: str, *, replace_existing: bool = False, **attrs: Any) -> QueueDefinition:
+        """DEFINE QLOCAL: 4001 if it exists, unless ``replace_existing`` (MQ's REPLACE)."""
+        check_queue_name(name)
+        values = check_attributes(attrs)
+        now = now_ms()
+        try:
+            with _translated(), self.engine.begin() as conn:
+                if replace_existing and sql.select_queue(conn, name) is not None:
+                    sql.update_queue(conn, name, {**values, "altered_at": now})
+                else:
+                    sql.insert_queue(conn, _definition_values(name, values, now))
+        except IntegrityError:
+            raise MQError(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"queue {name} already exists") from None
+        return self.inquire_queue(name)
+
+    def alter_queue(self, name: str, **attrs: Any) -> QueueDefinition:
+        values = check_attributes(attrs)
+        with _translated(), self.engine.begin() as conn:
+            if not sql.update_queue(conn, name, {**values, "altered_at": now_ms()}):
+                raise UnknownObject(name)
+        return self.inquire_queue(name)
+
+    def delete_queue(self, name: str, *, purge: bool = False) -> int:
+        """DELETE QLOCAL: refused (2055) while messages remain unless ``purge``; returns the number purged."""
+        with _translated(), self.engine.begin() as conn:
+            purged = 0
+            if purge:
+                purged = sql.purge_queue(conn, name)
+                sql.update_queue(conn, name, {"depth": 0})
+            if not sql.delete_empty_queue(conn, name):
+                if sql.select_queue(conn, name) is None:
+                    raise UnknownObject(name)
+                raise MQError(Reason.MQRC_Q_NOT_EMPTY, f"queue {name} is not empty; purge it first")
+        return purged
+
+    def purge_queue(self, name: str) -> int:
+        """CLEAR QLOCAL: remove every message, return how many."""
+        with _translated(), self.engine.begin() as conn:
+            if sql.select_queue(conn, name) is None:
+                raise UnknownObject(name)
+            purged = sql.purge_queue(conn, name)
+            sql.update_queue(conn, name, {"depth": 0})
+        return purged
+
+    def inquire_queue(self, name: str) -> QueueDefinition:
+        with self.reading() as conn:
+            row = sql.select_queue(conn, name)
+        if row is None:
+            raise UnknownObject(name)
+        return QueueDefinition.from_row(row)
+
+    def list_queues(self, pattern: str = "*") -> list[QueueDefinition]:
+        """Queues whose names match ``pattern`` (``*`` and ``?`` wildcards), by name."""
+        with self.reading() as conn:
+            rows = sql.select_queues(conn)
+        return [QueueDefinition.from_row(r) for r in rows if fnmatch.fnmatchcase(r.name, pattern)]
+
+    def depth(self, name: str) -> int:
+        return self.inquire_queue(name).depth
+
+    def nonempty(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` hold committed messages, in the order given: one cheap
+        read of the depth counters that never takes the write lock."""
+        with self.reading() as conn:
+            depths = {row.name: row.depth for row in sql.select_queues(conn, names)}
+        return [name for name in names if depths.get(name, 0) > 0]
+
+    # -- messaging outside an explicit unit of work ----------------------------------------
+
+    def put(self, queue: str, message: Message) -> bytes:
+        with self.unit_of_work() as uow:
+            return uow.put(queue, message)
+
+    def put_many(self, items: Iterable[tuple[str, Message]]) -> PutResult:
+        with self.unit_of_work() as uow:
+            return uow.put_many(items)
+
+    def get(
+        self,
+        queue: str,
+        *,
+        wait: float = 0.0,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+    ) -> Message:
+        """Get and commit one message, waiting up to ``wait`` seconds for it (2033 after)."""
+        deadline = time.monotonic() + wait
+        while True:
+            token = self.notifier.token([queue])
+            with self.unit_of_work() as uow:
+                found = uow.get_batch(queue, 1, msg_id=msg_id, correl_id=correl_id)
+            if found:
+                return found[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise NoMessageAvailable(queue)
+            self.notifier.wait([queue], token, remaining)
+
+    def browse(self, queue: str, *, after: tuple[int, int] | None = None, limit: int = 1) -> list[Browsed]:
+        """Look at messages without removing them; pass the last cursor as ``after`` for the next."""
+        now = now_ms()
+        with self.reading() as conn:
+            if sql.select_queue(conn, queue) is None:
+                raise UnknownObject(queue)
+            rows = sql.browse_messages(conn, queue, after, limit, now)
+        return [Browsed((row.priority, row.id), _row_to_message(row, now), row.put_at) for row in rows]
+
+    def wait_for_arrival(self, queues: Sequence[str], token: int, timeout: float) -> None:
+        """Block until something may have arrived on ``queues`` since ``token``."""
+        self.notifier.wait(queues, token, timeout)
+
+    def arrival_token(self, queues: Sequence[str]) -> int:
+        return self.notifier.token(queues)
+
+
+def _definition_values(name: str, values: dict[str, Any], now: int) -> dict[str, Any]:
+    defaults = QueueDefinition(name=name)
+    row = {
+        "name": name,
+        "description": defaults.description,
+        "max_depth": defaults.max_depth,
+        "max_msg_length": defaults.max_msg_length,
+        "backout_threshold": defaults.backout_threshold,
+        "backout_requeue_q": defaults.backout_requeue_q,
+        "def_priority": defaults.def_priority,
+        "def_persistence": defaults.def_persistence,
+        "put_enabled": 1,
+        "get_enabled": 1,
+        "usage": defaults.usage,
+        "definition_type": defaults.definition_type,
+        "depth": 0,
+        "created_at": now,
+        "altered_at": now,
+    }
+    row.update(values)
+    return row

@@ -1,0 +1,97 @@
+"""MQ reason codes, with the names and numbers IBM users search their logs for.
+
+One enumeration holds the queue manager's ``MQRC_*`` codes (cmqc.h) and the
+publish/subscribe ``MQRCCF_*`` codes (cmqcfc.h). They share one number space in
+IBM's headers, and keeping them in one place lets every layer (queues, broker,
+admin API) name a reason without knowing who raised it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Reason(IntEnum):
+    """Reason codes used by this product; ``Reason(n).name`` is IBM's name."""
+
+    MQRC_NONE = 0
+    # Queue manager (cmqc.h)
+    MQRC_MSG_TYPE_ERROR = 2029
+    MQRC_MSG_TOO_BIG_FOR_Q = 2030
+    MQRC_EXPIRY_ERROR = 2013
+    MQRC_PRIORITY_ERROR = 2050
+    MQRC_PERSISTENCE_ERROR = 2047
+    MQRC_Q_FULL = 2053
+    MQRC_NOT_AUTHORIZED = 2035
+    MQRC_NO_MSG_AVAILABLE = 2033
+    MQRC_MD_ERROR = 2026
+    MQRC_OBJECT_IN_USE = 2042
+    MQRC_Q_NOT_EMPTY = 2055
+    MQRC_OPTIONS_ERROR = 2046
+    MQRC_UNKNOWN_OBJECT_NAME = 2085
+    MQRC_OBJECT_ALREADY_EXISTS = 2100
+    MQRC_OBJECT_NAME_ERROR = 2152
+    MQRC_Q_MGR_NAME_ERROR = 2058
+    MQRC_UNKNOWN_REMOTE_Q_MGR = 2087
+    MQRC_Q_DELETED = 2052
+    MQRC_PUT_INHIBITED = 2051
+    MQRC_GET_INHIBITED = 2016
+    MQRC_Q_MGR_NOT_AVAILABLE = 2059
+    MQRC_BUFFER_LENGTH_ERROR = 2005
+    MQRC_CONNECTION_BROKEN = 2009
+    MQRC_UNEXPECTED_ERROR = 2195
+    MQRC_BACKED_OUT = 2003
+    MQRC_RFH_ERROR = 2334
+    MQRC_RFH_STRING_ERROR = 2335
+    MQRC_RFH_COMMAND_ERROR = 2336
+    MQRC_RFH_PARM_ERROR = 2337
+    MQRC_RFH_DUPLICATE_PARM = 2338
+    MQRC_RFH_PARM_MISSING = 2339
+    MQRC_BACKOUT_THRESHOLD_REACHED = 2362
+    MQRC_RFH_FORMAT_ERROR = 2421
+    MQRC_LOOPING_PUBLICATION = 2541
+    MQRC_SELECTION_NOT_AVAILABLE = 2551
+    MQRC_CONTENT_ERROR = 2554
+    MQRC_TOPIC_STRING_ERROR = 2425
+    # Publish/subscribe broker (cmqcfc.h)
+    MQRCCF_COMMAND_FAILED = 3008
+    MQRCCF_MD_FORMAT_ERROR = 3023
+    MQRCCF_BROKER_DELETED = 3070
+    MQRCCF_STREAM_ERROR = 3071
+    MQRCCF_TOPIC_ERROR = 3072
+    MQRCCF_NOT_REGISTERED = 3073
+    MQRCCF_Q_MGR_NAME_ERROR = 3074
+    MQRCCF_INCORRECT_STREAM = 3075
+    MQRCCF_Q_NAME_ERROR = 3076
+    MQRCCF_NO_RETAINED_MSG = 3077
+    MQRCCF_DUPLICATE_IDENTITY = 3078
+    MQRCCF_INCORRECT_Q = 3079
+    MQRCCF_CORREL_ID_ERROR = 3080
+    MQRCCF_NOT_AUTHORIZED = 3081
+    MQRCCF_UNKNOWN_STREAM = 3082
+    MQRCCF_REG_OPTIONS_ERROR = 3083
+    MQRCCF_PUB_OPTIONS_ERROR = 3084
+    MQRCCF_UNKNOWN_BROKER = 3085
+    MQRCCF_Q_MGR_CCSID_ERROR = 3086
+    MQRCCF_DEL_OPTIONS_ERROR = 3087
+    MQRCCF_BROKER_COMMAND_FAILED = 3094
+    MQRCCF_FILTER_ERROR = 3150
+    MQRCCF_WRONG_USER = 3151
+    MQRCCF_DUPLICATE_SUBSCRIPTION = 3152
+    MQRCCF_SUB_NAME_ERROR = 3153
+    MQRCCF_SUB_IDENTITY_ERROR = 3154
+    MQRCCF_SUBSCRIPTION_IN_USE = 3155
+    MQRCCF_SUBSCRIPTION_LOCKED = 3156
+    MQRCCF_ALREADY_JOINED = 3157
+    MQRCCF_OBJECT_ALREADY_EXISTS = 4001
+    MQRCCF_OBJECT_OPEN = 4004
+    MQRCCF_ATTR_VALUE_ERROR = 4005
+    MQRCCF_UNKNOWN_Q_MGR = 4006
+
+
+def reason_name(code: int) -> str:
+    """IBM's name for ``code``, or ``MQRC_<n>`` for a code this product never issues."""
+    try:
+        return Reason(code).name
+    except ValueError:
+        return f"MQRC_{code}"

@@ -1,0 +1,109 @@
+"""Tables of the queue manager, written once for SQLite and PostgreSQL.
+
+One message table serves every queue: the claim index ``(queue, priority DESC,
+id)`` gives priority-then-FIFO order with a single index range scan, and keeps
+queue definition cheap (no DDL per queue, so Alembic owns every table). The
+queue row carries the current depth, maintained in the same transaction as the
+puts and gets that change it, so MQ_Q_FULL is exact without counting rows.
+
+These objects are the models Alembic migrations must match (a test compares
+them); change them only together with a migration.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+)
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+# SQLite only treats INTEGER PRIMARY KEY as the auto-incrementing rowid.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+qmgr = Table(
+    "mq_qmgr",
+    metadata,
+    Column("name", String(48), primary_key=True),
+    Column("description", String(64), nullable=False, server_default=""),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+queues = Table(
+    "mq_queues",
+    metadata,
+    Column("name", String(48), primary_key=True),
+    Column("description", String(64), nullable=False, server_default=""),
+    Column("max_depth", Integer, nullable=False),
+    Column("max_msg_length", Integer, nullable=False),
+    Column("backout_threshold", Integer, nullable=False, server_default="0"),
+    Column("backout_requeue_q", String(48), nullable=False, server_default=""),
+    Column("def_priority", SmallInteger, nullable=False, server_default="0"),
+    Column("def_persistence", SmallInteger, nullable=False, server_default="0"),
+    Column("put_enabled", SmallInteger, nullable=False, server_default="1"),
+    Column("get_enabled", SmallInteger, nullable=False, server_default="1"),
+    # normal | xmitq: a transmission queue holds messages bound for another queue manager.
+    Column("usage", String(8), nullable=False, server_default="normal"),
+    # predefined | tempdyn | permdyn, as MQ's DEFTYPE.
+    Column("definition_type", String(12), nullable=False, server_default="predefined"),
+    Column("depth", Integer, nullable=False, server_default="0"),
+    Column("created_at", BigInteger, nullable=False),
+    Column("altered_at", BigInteger, nullable=False),
+)
+
+messages = Table(
+    "mq_messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("queue", String(48), nullable=False),
+    Column("priority", SmallInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("msg_id", LargeBinary(24), nullable=False),
+    Column("correl_id", LargeBinary(24), nullable=False),
+    Column("format", String(8), nullable=False),
+    Column("encoding", Integer, nullable=False),
+    Column("ccsid", Integer, nullable=False),
+    Column("msg_type", Integer, nullable=False),
+    Column("report", Integer, nullable=False),
+    Column("reply_to_q", String(48), nullable=False),
+    Column("reply_to_qmgr", String(48), nullable=False),
+    Column("user_id", String(12), nullable=False),
+    Column("persistence", SmallInteger, nullable=False),
+    Column("expiry", Integer, nullable=False),
+    Column("put_appl_type", Integer, nullable=False),
+    Column("put_appl_name", String(28), nullable=False),
+    Column("put_date", String(8), nullable=False),
+    Column("put_time", String(8), nullable=False),
+    Column("backout_count", Integer, nullable=False),
+    Column("put_at", BigInteger, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+Index("ix_mq_messages_claim", messages.c.queue, messages.c.priority.desc(), messages.c.id)
+Index("ix_mq_messages_correl", messages.c.queue, messages.c.correl_id)
+Index(
+    "ix_mq_messages_expiry",
+    messages.c.queue,
+    messages.c.expires_at,
+    postgresql_where=messages.c.expires_at.isnot(None),
+    sqlite_where=messages.c.expires_at.isnot(None),
+)
+
+MESSAGE_COLUMNS = tuple(c.name for c in messages.columns if c.name != "id")

@@ -1,0 +1,117 @@
+"""``broker serve --api`` for real: uvicorn on a loopback port, a router beside it, SIGTERM ends both."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from admin_api import create_app
+from admin_api.server import serve
+from broker import store
+from broker.config import Settings
+from queues import MQError, QueueManager, Reason, make_engine
+from tests.e2e.harness import service
+
+STARTUP_SECONDS = 60
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def broker(url: str, *argv: str) -> list[str]:
+    return [sys.executable, "-m", "broker.cli", "--db", url, "--log-format", "text", *argv]
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    port = free_port()
+    process = subprocess.Popen(
+        broker(database_url, "serve", "--api", "--port", str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while True:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the API never became ready"
+        time.sleep(0.1)
+    yield process, base
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_serve_api_routes_answers_and_stops_cleanly_on_sigterm(
+    database_url: str, server: tuple[subprocess.Popen[str], str]
+) -> None:
+    process, base = server
+    created = subprocess.run(
+        broker(database_url, "token", "create", "--role", "admin", "--principal", "ops", "--json"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    secret = json.loads(created.stdout)["token"]
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=30) as client:
+        assert client.post("/api/v1/queues", json={"name": "SCORES"}).status_code == 201
+        subscribed = client.post("/api/v1/subscriptions", json={"topics": ["Sport/#"], "queue": "SCORES"})
+        assert subscribed.status_code == 201, subscribed.text
+        assert subscribed.json()["subscriptions"][0]["user_id"] == "ops"
+        status = client.get("/api/v1/status").json()
+        assert len(status["routers"]) == 1
+        assert "broker_queue_depth" in client.get("/metrics").text
+        assert client.get("/docs").status_code == 200
+
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    assert "broker stopped" in output
+    engine = make_engine(database_url)
+    try:
+        qm = QueueManager(engine)
+        assert not qm.list_queues("AMQ.*"), "the API's reply queue outlived it"
+        with qm.reading() as conn:
+            (router,) = store.list_instances(conn)
+        assert router["stats"]["messages"] == 1
+        qm.notifier.close()
+    finally:
+        engine.dispose()
+
+
+def test_a_router_that_crashes_stops_the_api_and_its_error_is_raised(
+    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    routing = service(qm)
+
+    def crash(**_: object) -> None:
+        raise MQError(Reason.MQRC_UNEXPECTED_ERROR, "the router broke")
+
+    monkeypatch.setattr(routing, "run", crash)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(MQError, match="the router broke"):
+            serve(create_app(qm, Settings()), "127.0.0.1", free_port(), router=routing)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

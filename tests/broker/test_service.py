@@ -1,0 +1,657 @@
+"""The routing service in this process, on both dialects, driven a batch at a time.
+
+Commands are put on the broker's input queues the way an IBM application puts them (an MQRFH2
+request whose ``<psc>`` holds the command); ``run_once``/``route_queue`` route them; the test then
+reads what an application would read: its ``<pscr>`` reply, its subscriber queues, the dead-letter
+queue, and the state tables another process would see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+
+from broker import engine as routing_engine
+from broker import service as service_module
+from broker import store
+from broker.authority import AclRule, Permission, PrincipalKind
+from broker.client import BrokerResponse, read_response
+from broker.effects import AddSubscription, RemoveSubscription
+from broker.publication import broker_correl_id
+from broker.service import RoutingService
+from broker.state import BrokerConfig
+from broker.subscription import Identity, Subscription, SubscriptionKey
+from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
+from queues import MQError, QueueManager, Reason, UnitOfWork, make_engine
+from queues.message import MQFMT_RF_HEADER_2, MQFMT_STRING, MQMI_NONE, MQMT_DATAGRAM, MQRO_NAN
+from tests.broker.builders import command_queue, message, psc_text
+from tests.conftest import DIALECTS
+from tests.e2e.harness import (
+    ServiceThread,
+    bodies,
+    dead_letters,
+    drain,
+    emptied_database,
+    service,
+    shared_database,
+)
+
+# One database per dialect for the module, emptied before each test (see tests.e2e.harness).
+shared = pytest.fixture(scope="module", params=DIALECTS)(shared_database)
+engine = pytest.fixture(emptied_database)
+
+REPLY = "APP.REPLY"
+ALICE, BOB = "alice", "bob"
+SCORE = "Sport/Soccer/State/LatestScore/Team1 Team2"
+NOT_AUTHORIZED = Reason.MQRCCF_NOT_AUTHORIZED
+
+
+class Broker:
+    """A routing service and an application on one database."""
+
+    def __init__(self, qm: QueueManager, routing: RoutingService) -> None:
+        self.qm = qm
+        self.service = routing
+
+    def define(self, *names: str, **attrs: Any) -> None:
+        for name in names:
+            self.qm.define_queue(name, **attrs)
+
+    def put(self, folder: str, queue: str | None = None, **md: Any) -> bytes:
+        """Put a command (a request from ``alice`` answered on APP.REPLY unless told otherwise)."""
+        md.setdefault("user_id", ALICE)
+        md.setdefault("reply_to_q", REPLY)
+        target = queue or command_queue(folder)
+        return self.qm.put(target, message(folder, msg_id=MQMI_NONE, put_date="", put_time="", **md))
+
+    def route(self) -> int:
+        return self.service.run_once()
+
+    def command(self, folder: str, queue: str | None = None, **md: Any) -> BrokerResponse:
+        """Put, route, and return the broker's reply."""
+        msg_id = self.put(folder, queue, **md)
+        self.route()
+        return self.reply(msg_id)
+
+    def reply(self, msg_id: bytes) -> BrokerResponse:
+        return read_response(self.qm.get(REPLY, correl_id=msg_id))
+
+    def subscribe(self, topic: str, queue: str, *opts: str, **md: Any) -> None:
+        response = self.command(psc_text("RegSub", topic, opts=opts, QName=queue), **md)
+        assert response.completion == "ok", response.describe()
+
+    def publish(self, body: str, *topics: str, opts: tuple[str, ...] = (), **md: Any) -> BrokerResponse:
+        return self.command(psc_text("Publish", *topics, opts=opts), payload=body.encode(), **md)
+
+    def subscriptions(self) -> list[tuple[str, str]]:
+        with self.qm.reading() as conn:
+            found = store.list_subscriptions(conn, store.SubscriptionFilter(), limit=1000)
+        return [(s.key.topic, s.identity.queue) for _, s in found]
+
+    def retained(self) -> list[str]:
+        with self.qm.reading() as conn:
+            return [p.topic for _, p in store.list_retained(conn)]
+
+    def add_rule(self, user: str, pattern: str, permission: Permission, allow: bool) -> None:
+        with self.qm.engine.begin() as conn:
+            store.add_acl_rule(conn, AclRule(user, PrincipalKind.USER, pattern, permission, allow))
+
+
+@pytest.fixture
+def broker(qm: QueueManager) -> Broker:
+    routing = service(qm, batch_size=20)
+    qm.define_queue(REPLY)
+    return Broker(qm, routing)
+
+
+def items(response: BrokerResponse) -> list[tuple[int, str | None]]:
+    return [(i.reason, i.topic) for i in response.items]
+
+
+# -- the seed scenarios ------------------------------------------------------------------------
+
+
+def test_match_started_publication_reaches_matching_subscribers(broker: Broker) -> None:
+    broker.define("SPORT.Q", "EVENTS.Q", "TENNIS.Q")
+    broker.subscribe("Sport/#", "SPORT.Q")
+    broker.subscribe("Sport/Soccer/Event/+", "EVENTS.Q", user_id=BOB)
+    broker.subscribe("Sport/Tennis/#", "TENNIS.Q")
+
+    response = broker.command(
+        psc_text("Publish", "Sport/Soccer/Event/MatchStarted"),
+        extra=("<usr><Match>Team1 v Team2</Match></usr>",),
+        payload=b"kick-off",
+    )
+
+    assert response.completion == "ok"
+    for queue, user in (("SPORT.Q", ALICE), ("EVENTS.Q", BOB)):
+        (pub,) = drain(broker.qm, queue)
+        assert pub.topics == ("Sport/Soccer/Event/MatchStarted",)
+        assert (pub.body, pub.retained, pub.sub_point) == (b"kick-off", False, None)
+        assert pub.folders == ("<usr><Match>Team1 v Team2</Match></usr>",)
+        md = pub.message
+        assert (md.format, md.msg_type, md.user_id) == (MQFMT_RF_HEADER_2, MQMT_DATAGRAM, user)
+        assert md.correl_id == broker_correl_id("QM1")
+    assert drain(broker.qm, "TENNIS.Q") == []
+
+
+def test_late_subscriber_gets_the_latest_retained_score(broker: Broker) -> None:
+    broker.define("SCORES.Q", "PLAIN.Q")
+    assert broker.publish("1-0", SCORE, opts=("RetainPub",)).completion == "ok"
+    assert broker.publish("2-1", SCORE, opts=("RetainPub",)).completion == "ok"
+    assert broker.retained() == [SCORE]
+
+    broker.subscribe("Sport/Soccer/State/LatestScore/#", "SCORES.Q", "InformIfRet")
+    broker.subscribe(SCORE, "PLAIN.Q")
+
+    (flagged,) = drain(broker.qm, "SCORES.Q")
+    assert (flagged.topics, flagged.text, flagged.retained) == ((SCORE,), "2-1", True)
+    (plain,) = drain(broker.qm, "PLAIN.Q")
+    assert (plain.topics, plain.text, plain.retained) == ((SCORE,), "2-1", False)
+
+
+# -- the issue's scenarios ---------------------------------------------------------------------
+
+
+def test_multi_topic_publish_with_partial_authority(broker: Broker) -> None:
+    broker.define("ALL.Q", "TENNIS.Q")
+    broker.add_rule(BOB, "Sport/Tennis", Permission.PUBLISH, False)
+    broker.add_rule(BOB, "Sport/Golf", Permission.PUBLISH, False)
+    broker.subscribe("#", "ALL.Q")
+    broker.subscribe("Sport/Tennis/#", "TENNIS.Q")
+
+    topics = ("Sport/Soccer/A", "Sport/Tennis/B", "News/C", "Sport/Golf/D")
+    response = broker.publish("mixed", *topics, user_id=BOB)
+
+    assert response.completion == "warning"
+    assert items(response) == [(NOT_AUTHORIZED, "Sport/Tennis/B"), (NOT_AUTHORIZED, "Sport/Golf/D")]
+    assert response.refused_topics == ("Sport/Tennis/B", "Sport/Golf/D")
+    (delivered,) = drain(broker.qm, "ALL.Q")
+    assert delivered.topics == ("Sport/Soccer/A", "News/C")
+    assert drain(broker.qm, "TENNIS.Q") == []
+
+    refused = broker.publish("none", "Sport/Tennis/B", "Sport/Golf/D", user_id=BOB)
+    assert (refused.completion, items(refused)) == ("error", [(NOT_AUTHORIZED, "Sport/Tennis/B")])
+    assert drain(broker.qm, "ALL.Q") == []
+
+
+def test_other_subs_only_conference(broker: Broker) -> None:
+    rooms = ("CONF.A", "CONF.B", "CONF.C")
+    broker.define(*rooms)
+    for room in rooms:
+        broker.subscribe("Conference/Room1", room)
+
+    folder = psc_text("Publish", "Conference/Room1", opts=("OtherSubsOnly",), QName="CONF.A")
+    assert broker.command(folder, payload=b"hello from A").completion == "ok"
+    assert drain(broker.qm, "CONF.A") == []
+    assert [bodies(drain(broker.qm, room)) for room in rooms[1:]] == [["hello from A"], ["hello from A"]]
+
+    # Without OtherSubsOnly the speaker hears itself too.
+    folder = psc_text("Publish", "Conference/Room1", QName="CONF.A")
+    assert broker.command(folder, payload=b"echo").completion == "ok"
+    assert [bodies(drain(broker.qm, room)) for room in rooms] == [["echo"]] * 3
+
+
+def test_correl_as_id_subscribers_share_one_queue(broker: Broker) -> None:
+    broker.define("SHARED.Q")
+    ibm, every = b"IBM-DESK".ljust(24, b"\x00"), b"ALL-DESK".ljust(24, b"\x00")
+    broker.subscribe("Stocks/IBM", "SHARED.Q", "CorrelAsId", correl_id=ibm)
+    broker.subscribe("Stocks/#", "SHARED.Q", "CorrelAsId", correl_id=every)
+
+    broker.publish("IBM 120", "Stocks/IBM")
+    broker.publish("HPQ 30", "Stocks/HPQ")
+
+    assert broker.qm.depth("SHARED.Q") == 3
+    assert bodies(drain(broker.qm, "SHARED.Q", ibm)) == ["IBM 120"]
+    everything = drain(broker.qm, "SHARED.Q", every)
+    assert bodies(everything) == ["IBM 120", "HPQ 30"]
+    assert {p.message.correl_id for p in everything} == {every}
+
+
+def test_pub_on_req_only_and_request_update(broker: Broker) -> None:
+    broker.define("ONREQ.Q")
+    broker.publish("sunny", "Weather/London", opts=("RetainPub",))
+    broker.subscribe("Weather/#", "ONREQ.Q", "PubOnReqOnly")
+    broker.publish("rain", "Weather/London", opts=("RetainPub",))
+    broker.publish("fog", "Weather/Paris")
+    assert drain(broker.qm, "ONREQ.Q") == []
+
+    response = broker.command(psc_text("ReqUpdate", "Weather/#", QName="ONREQ.Q"))
+    assert response.completion == "ok"
+    (update,) = drain(broker.qm, "ONREQ.Q")
+    assert (update.topics, update.text) == (("Weather/London",), "rain")
+
+    missing = broker.command(psc_text("ReqUpdate", "Weather/Paris", QName="ONREQ.Q"))
+    assert (missing.completion, items(missing)) == (
+        "error",
+        [(Reason.MQRCCF_NOT_REGISTERED, "Weather/Paris")],
+    )
+
+
+def test_delete_publication(broker: Broker) -> None:
+    broker.define("LATE.Q", "LATER.Q")
+    broker.publish("sunny", "Weather/London", opts=("RetainPub",))
+    broker.publish("cloudy", "Weather/Paris", opts=("RetainPub",))
+
+    assert broker.command(psc_text("DeletePub", "Weather/London")).completion == "ok"
+    assert broker.retained() == ["Weather/Paris"]
+    broker.subscribe("Weather/#", "LATE.Q")
+    assert bodies(drain(broker.qm, "LATE.Q")) == ["cloudy"]
+
+    assert broker.command(psc_text("DeletePub", "Weather/#")).completion == "ok"
+    assert broker.retained() == []
+    broker.subscribe("Weather/#", "LATER.Q")
+    assert drain(broker.qm, "LATER.Q") == []
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Move the service's clock forward, as if ``seconds`` had passed."""
+
+    def advance(seconds: float) -> None:
+        now = service_module.now_ms
+        monkeypatch.setattr(service_module, "now_ms", lambda: now() + int(seconds * 1000))
+
+    return advance
+
+
+def test_expired_subscriptions_are_removed(broker: Broker, later: Any) -> None:
+    broker.define("SHORT.Q", "IDLE.Q", "LONG.Q")
+    broker.subscribe("News/#", "SHORT.Q", expiry=50)  # MQMD Expiry of the RegSub: 5 s
+    broker.subscribe("Idle/#", "IDLE.Q", expiry=50)
+    broker.subscribe("News/#", "LONG.Q")
+    broker.publish("early", "News/Today")
+    assert bodies(drain(broker.qm, "SHORT.Q")) == ["early"]
+    with broker.qm.reading() as conn:
+        (short,) = [s for _, s in store.list_subscriptions(conn, store.SubscriptionFilter(queue="SHORT.Q"))]
+    assert short.expires_at is not None and 4_000 < short.expires_at - short.created_at <= 5_000
+
+    later(6)
+    broker.publish("late", "News/Today")
+
+    assert drain(broker.qm, "SHORT.Q") == []
+    assert bodies(drain(broker.qm, "LONG.Q")) == ["early", "late"]
+    # Met while routing: removed by that batch; never met: removed by housekeeping.
+    assert broker.subscriptions() == [("Idle/#", "IDLE.Q"), ("News/#", "LONG.Q")]
+    broker.service.housekeeping()
+    assert broker.subscriptions() == [("News/#", "LONG.Q")]
+
+
+def test_expired_retained_publications_are_not_delivered(broker: Broker, later: Any) -> None:
+    broker.define("LATE.Q")
+    broker.publish("brief", "Flash/News", opts=("RetainPub",), expiry=50)
+    broker.publish("lasting", "Flash/Sport", opts=("RetainPub",))
+    later(6)
+
+    broker.subscribe("Flash/#", "LATE.Q")
+
+    assert bodies(drain(broker.qm, "LATE.Q")) == ["lasting"]
+    assert broker.retained() == ["Flash/Sport"]
+    missing = broker.command(psc_text("ReqUpdate", "Flash/#", QName="LATE.Q"))
+    assert (missing.completion, items(missing)) == ("ok", [])
+    assert bodies(drain(broker.qm, "LATE.Q")) == ["lasting"]
+
+
+# -- poison messages and failing deliveries ----------------------------------------------------
+
+
+BILLION_LAUGHS = (
+    '<!DOCTYPE psc [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+    '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+    "<psc><Command>Publish</Command><Topic>&c;</Topic></psc>"
+)  # refused by the <psc> parser before any expansion: a DOCTYPE is a parameter error (2337)
+ENTITY_REFERENCE = "<psc><Command>Publish</Command><Topic>&c;</Topic></psc>"  # refused by the <psc> parser
+
+
+@pytest.fixture
+def exploding_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine fails (a defect) on any message whose body mentions BOOM."""
+    route = routing_engine.route
+
+    def failing(m: Any, *args: Any, **kwargs: Any) -> Any:
+        if b"BOOM" in m.body:
+            raise RuntimeError("defect injected by the test")
+        return route(m, *args, **kwargs)
+
+    monkeypatch.setattr(routing_engine, "route", failing)
+
+
+def test_poison_messages_in_the_middle_of_a_batch(broker: Broker, exploding_engine: None) -> None:
+    broker.define("NEWS.Q")
+    broker.subscribe("News/#", "NEWS.Q")
+    good = lambda n: broker.put(psc_text("Publish", "News/Flash"), payload=f"good {n}".encode())  # noqa: E731
+    good(1)
+    not_rfh2 = broker.qm.put(
+        DEFAULT_STREAM,
+        message(
+            "",
+            body=b"plain text, no MQRFH2",
+            format=MQFMT_STRING,
+            msg_id=MQMI_NONE,
+            user_id=ALICE,
+            reply_to_q=REPLY,
+        ),
+    )
+    good(2)
+    laughs = broker.put(BILLION_LAUGHS)
+    good(3)
+    boom = broker.put(psc_text("Publish", "News/Flash"), payload=b"BOOM")
+    silent = broker.put(ENTITY_REFERENCE, msg_type=MQMT_DATAGRAM)  # asks for no reply
+    good(4)
+
+    result = broker.service.route_queue(DEFAULT_STREAM)
+
+    assert result.messages == 8
+    assert bodies(drain(broker.qm, "NEWS.Q")) == ["good 1", "good 2", "good 3", "good 4"]
+    assert broker.qm.depth(DEFAULT_STREAM) == 0
+    dead = [(d.header.reason, d.header.dest_q_name, d.original.msg_id) for d in dead_letters(broker.qm)]
+    assert dead == [
+        (Reason.MQRCCF_MD_FORMAT_ERROR, DEFAULT_STREAM, not_rfh2),
+        (Reason.MQRC_RFH_PARM_ERROR, DEFAULT_STREAM, laughs),
+        (Reason.MQRCCF_COMMAND_FAILED, DEFAULT_STREAM, boom),
+        (Reason.MQRC_RFH_PARM_ERROR, DEFAULT_STREAM, silent),
+    ]
+    assert items(broker.reply(not_rfh2)) == [(Reason.MQRCCF_MD_FORMAT_ERROR, None)]
+    laughs_reply = broker.reply(laughs)
+    assert (laughs_reply.completion, items(laughs_reply)) == ("error", [(Reason.MQRC_RFH_PARM_ERROR, None)])
+    boom_reply = broker.reply(boom)
+    assert (boom_reply.completion, items(boom_reply)) == ("error", [(Reason.MQRCCF_COMMAND_FAILED, None)])
+    assert broker.qm.depth(REPLY) == 4  # the four good publications' ok replies
+    assert broker.service.metrics.as_dict()["dead_lettered"] == 4
+
+
+def test_the_loop_is_not_stalled_by_poison(broker: Broker, exploding_engine: None) -> None:
+    """The same mix through ``run``: every good message behind the poison is routed."""
+    broker.define("NEWS.Q")
+    broker.subscribe("News/#", "NEWS.Q")
+    for n in range(6):
+        broker.put(psc_text("Publish", "News/Flash"), payload=b"BOOM" if n % 3 == 1 else f"good {n}".encode())
+        broker.put(BILLION_LAUGHS, msg_type=MQMT_DATAGRAM, report=MQRO_NAN)
+    loop = ServiceThread(broker.service).start()
+    try:
+        deadline = time.monotonic() + 20
+        while broker.qm.depth(DEFAULT_STREAM) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        loop.stop()
+    assert bodies(drain(broker.qm, "NEWS.Q")) == ["good 0", "good 2", "good 3", "good 5"]
+    reasons = [d.header.reason for d in dead_letters(broker.qm)]
+    assert sorted(reasons) == [Reason.MQRC_RFH_PARM_ERROR] * 6 + [Reason.MQRCCF_COMMAND_FAILED] * 2
+    assert broker.qm.depth(REPLY) == 4 + 6 + 2  # ok for the good ones, errors for the NAN datagrams and BOOMs
+
+
+def test_a_batch_that_fails_is_retried_message_by_message(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while writing a batch's effects (a defect, a constraint) is pinned on the one message
+    that causes it: that one is dead-lettered with 3008, the others go through."""
+    broker.define("ALL.Q")
+    broker.subscribe("#", "ALL.Q")
+    write = store.StateStore.write
+
+    def failing(self: store.StateStore, conn: Any, effects: Any) -> None:
+        effects = list(effects)
+        if any(getattr(e, "publication", None) and e.publication.topic == "Bad/Topic" for e in effects):
+            raise RuntimeError("constraint violated")
+        write(self, conn, effects)
+
+    monkeypatch.setattr(store.StateStore, "write", failing)
+    first = broker.put(psc_text("Publish", "Good/One", opts=("RetainPub",)), payload=b"1")
+    bad = broker.put(psc_text("Publish", "Bad/Topic", opts=("RetainPub",)), payload=b"2")
+    last = broker.put(psc_text("Publish", "Good/Two", opts=("RetainPub",)), payload=b"3")
+
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 3
+
+    assert bodies(drain(broker.qm, "ALL.Q")) == ["1", "3"]
+    assert broker.retained() == ["Good/One", "Good/Two"]
+    assert [(d.header.reason, d.original.msg_id) for d in dead_letters(broker.qm)] == [
+        (Reason.MQRCCF_COMMAND_FAILED, bad)
+    ]
+    assert broker.reply(first).completion == broker.reply(last).completion == "ok"
+    assert items(broker.reply(bad)) == [(Reason.MQRCCF_COMMAND_FAILED, None)]
+    assert broker.qm.depth(DEFAULT_STREAM) == 0
+
+
+def test_full_subscriber_queue_dead_letters_only_that_delivery(broker: Broker) -> None:
+    broker.define("FULL.Q", max_depth=1)
+    broker.define("OK.Q")
+    broker.qm.put("FULL.Q", message("<x/>", msg_id=MQMI_NONE))
+    broker.subscribe("Prices/#", "FULL.Q")
+    broker.subscribe("Prices/#", "OK.Q")
+
+    assert broker.publish("42", "Prices/Gold").completion == "ok"
+
+    assert bodies(drain(broker.qm, "OK.Q")) == ["42"]
+    (dead,) = dead_letters(broker.qm)
+    assert (dead.header.reason, dead.header.dest_q_name) == (Reason.MQRC_Q_FULL, "FULL.Q")
+    assert (dead.publication.topics, dead.publication.text) == (("Prices/Gold",), "42")
+    assert broker.qm.depth("FULL.Q") == 1
+
+
+def test_deleted_subscriber_queue_dead_letters_with_2085(broker: Broker) -> None:
+    broker.define("GONE.Q", "OK.Q")
+    broker.subscribe("Prices/#", "GONE.Q")
+    broker.subscribe("Prices/#", "OK.Q")
+    broker.qm.delete_queue("GONE.Q")
+
+    assert broker.publish("42", "Prices/Gold").completion == "ok"
+
+    assert bodies(drain(broker.qm, "OK.Q")) == ["42"]
+    (dead,) = dead_letters(broker.qm)
+    assert (dead.header.reason, dead.header.dest_q_name) == (Reason.MQRC_UNKNOWN_OBJECT_NAME, "GONE.Q")
+
+
+def test_subscriptions_of_a_deleted_temporary_queue_are_removed(broker: Broker) -> None:
+    broker.define("AMQ.TEMP.1", definition_type="tempdyn")
+    broker.define("KEEP.Q")
+    broker.subscribe("Prices/#", "AMQ.TEMP.1")
+    broker.subscribe("News/#", "AMQ.TEMP.1")
+    broker.subscribe("Prices/#", "KEEP.Q")
+    broker.service.housekeeping()
+    assert len(broker.subscriptions()) == 3  # the queue still exists
+
+    broker.qm.delete_queue("AMQ.TEMP.1")
+    broker.service.housekeeping()
+
+    assert broker.subscriptions() == [("Prices/#", "KEEP.Q")]
+    assert broker.publish("42", "Prices/Gold").completion == "ok"
+    assert dead_letters(broker.qm) == []
+
+
+# -- state across processes and restarts -------------------------------------------------------
+
+
+def test_restart_keeps_subscriptions_and_retained_publications(broker: Broker, engine: Engine) -> None:
+    broker.define("EARLY.Q", "LATE.Q")
+    broker.subscribe("Sport/#", "EARLY.Q")
+    broker.publish("2-1", SCORE, opts=("RetainPub",))
+    assert bodies(drain(broker.qm, "EARLY.Q")) == ["2-1"]
+
+    url = engine.url.render_as_string(hide_password=False)
+    with QueueManager(make_engine(url), appl_name="restarted") as qm:
+        restarted = Broker(qm, service(qm, batch_size=20))
+        assert restarted.publish("3-1", SCORE, opts=("RetainPub",)).completion == "ok"
+        restarted.subscribe("Sport/Soccer/#", "LATE.Q")
+
+    assert bodies(drain(broker.qm, "EARLY.Q")) == ["3-1"]
+    assert bodies(drain(broker.qm, "LATE.Q")) == ["3-1"]
+
+
+@pytest.fixture
+def other_process(engine: Engine) -> Iterator[tuple[Engine, store.StateStore]]:
+    """Another process's engine and state store on the same database (the admin API, the CLI)."""
+    other = make_engine(engine.url.render_as_string(hide_password=False))
+    yield other, store.StateStore(BrokerConfig("QM1"))
+    other.dispose()
+
+
+def test_changes_made_by_another_process_are_honoured_at_the_next_batch(
+    broker: Broker, other_process: tuple[Engine, store.StateStore]
+) -> None:
+    other, other_store = other_process
+    broker.define("ADMIN.Q")
+    broker.publish("before", "Ops/Alert")  # the service has loaded its state
+    made = Subscription(
+        SubscriptionKey(Identity("QM1", "ADMIN.Q"), "", "Ops/#"), ALICE, 0, created_at=1, seq=1
+    )
+    with other.begin() as conn:
+        other_store.write(conn, [AddSubscription(made)])
+
+    broker.publish("after", "Ops/Alert")
+    assert bodies(drain(broker.qm, "ADMIN.Q")) == ["after"]
+
+    with other.begin() as conn:
+        store.add_acl_rule(conn, AclRule(ALICE, PrincipalKind.USER, "Ops", Permission.PUBLISH, False))
+    refused = broker.publish("denied", "Ops/Alert")
+    assert (refused.completion, items(refused)) == ("error", [(NOT_AUTHORIZED, "Ops/Alert")])
+
+    with other.begin() as conn:
+        other_store.write(conn, [RemoveSubscription(made.key)])
+    assert broker.publish("gone", "Ops/Alert", user_id=BOB).completion == "ok"
+    assert drain(broker.qm, "ADMIN.Q") == []
+
+
+@pytest.fixture
+def statements(engine: Engine) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        seen.append(" ".join(statement.split()))
+
+    event.listen(engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(engine, "before_cursor_execute", record)
+
+
+def test_state_check_costs_one_query_per_batch_when_nothing_changed(
+    broker: Broker, statements: list[str]
+) -> None:
+    broker.define("Q")
+    broker.subscribe("A/#", "Q")  # the batch that wrote it needs no re-read afterwards
+    for n in range(3):
+        broker.put(psc_text("Publish", "A/B"), payload=str(n).encode())
+    statements.clear()
+
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 3
+
+    # One state query, plus the stream's lease check (one indexed read; see broker.spark.lease).
+    state_queries = [s for s in statements if "psb_" in s and "psb_leases" not in s]
+    assert [s.split(" WHERE ")[0] for s in state_queries] == ["SELECT psb_meta.version FROM psb_meta"]
+    assert len([s for s in statements if "psb_leases" in s]) == 1
+    assert len(drain(broker.qm, "Q")) == 3
+
+
+def test_heartbeat_publishes_the_statistics(broker: Broker) -> None:
+    broker.define("Q")
+    broker.subscribe("A/#", "Q")
+    broker.publish("x", "A/B")
+    broker.put(BILLION_LAUGHS, msg_type=MQMT_DATAGRAM)
+    broker.route()
+
+    broker.service.heartbeat()
+
+    with broker.qm.reading() as conn:
+        (instance,) = store.list_instances(conn, alive_within_ms=60_000)
+    assert instance["instance"] == broker.service.instance
+    assert instance["role"] == "router"
+    stats = instance["stats"]
+    assert stats == broker.service.metrics.as_dict() | {"last_errors": stats["last_errors"]}
+    assert (stats["messages"], stats["publications"], stats["deliveries"], stats["dead_lettered"]) == (
+        3,
+        1,
+        1,
+        1,
+    )
+    assert stats["replies"] == 2
+    assert stats["refusals"] == {"2337 MQRC_RFH_PARM_ERROR": 1}
+
+
+# -- exactly once ------------------------------------------------------------------------------
+
+
+def _fail_once(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, error: BaseException) -> list[int]:
+    calls: list[int] = []
+    original = getattr(owner, name)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, failing)
+    return calls
+
+
+def test_effects_and_input_removal_are_one_transaction(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker.define("SUB.Q")
+    broker.subscribe("Sport/#", "SUB.Q")
+    msg_id = broker.put(psc_text("Publish", SCORE, opts=("RetainPub",)), payload=b"1-0")
+    lost = MQError(Reason.MQRC_CONNECTION_BROKEN, "database went away")
+    _fail_once(monkeypatch, store.StateStore, "write", lost)
+
+    with pytest.raises(MQError) as raised:
+        broker.service.route_queue(DEFAULT_STREAM)
+
+    assert raised.value.reason == Reason.MQRC_CONNECTION_BROKEN
+    assert (broker.qm.depth("SUB.Q"), broker.qm.depth(REPLY)) == (0, 0)
+    assert broker.qm.depth(DEFAULT_STREAM) == 1
+    assert broker.retained() == []
+    assert dead_letters(broker.qm) == []
+
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 1
+    assert bodies(drain(broker.qm, "SUB.Q")) == ["1-0"]
+    assert broker.reply(msg_id).completion == "ok"
+    assert broker.qm.depth(REPLY) == 0
+    assert broker.retained() == [SCORE]
+    assert broker.qm.depth(DEFAULT_STREAM) == 0
+
+
+def test_a_failed_commit_leaves_no_trace_in_memory(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, other_process: tuple[Engine, store.StateStore]
+) -> None:
+    """The batch's changes were applied in memory and its version taken before the commit failed:
+    the next batch must not trust either, or it misses what other processes committed meanwhile."""
+    other, other_store = other_process
+    broker.define("MINE.Q", "THEIRS.Q")
+    broker.publish("warm-up", "X")
+    broker.put(psc_text("RegSub", "Sport/#", QName="MINE.Q"))
+    lost = MQError(Reason.MQRC_CONNECTION_BROKEN, "database went away at commit")
+    _fail_once(monkeypatch, UnitOfWork, "commit", lost)
+    with pytest.raises(MQError):
+        broker.service.route_queue(CONTROL_QUEUE)
+    monkeypatch.undo()
+
+    theirs = Subscription(
+        SubscriptionKey(Identity("QM1", "THEIRS.Q"), "", "Sport/#"), BOB, 0, created_at=1, seq=9
+    )
+    with other.begin() as conn:
+        other_store.write(conn, [AddSubscription(theirs)])
+    broker.route()  # the RegSub again, then the publication below
+    broker.publish("goal", "Sport/Soccer")
+
+    assert bodies(drain(broker.qm, "MINE.Q")) == ["goal"]
+    assert bodies(drain(broker.qm, "THEIRS.Q")) == ["goal"]
+
+
+def test_a_transient_batch_failure_delivers_exactly_once(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker.define("SUB.Q")
+    broker.subscribe("#", "SUB.Q")
+    for n in range(3):
+        broker.put(psc_text("Publish", "T", opts=("RetainPub",)), payload=str(n).encode())
+    calls = _fail_once(monkeypatch, store.StateStore, "write", RuntimeError("transient"))
+
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 3
+
+    assert len(calls) == 4  # the failed batch, then each message alone
+    assert bodies(drain(broker.qm, "SUB.Q")) == ["0", "1", "2"]
+    assert dead_letters(broker.qm) == []
+    assert broker.qm.depth(REPLY) == 3

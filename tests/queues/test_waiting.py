@@ -1,0 +1,243 @@
+"""Waiting for messages: prompt wake-ups without busy polling, in-process and across processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from queues import Message, NoMessageAvailable, QueueManager, make_engine
+from queues.waiting import ArrivalNotifier
+from tests.queues import workers
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture
+def queue(qm: QueueManager) -> str:
+    qm.define_queue("APP.Q")
+    return "APP.Q"
+
+
+class StatementCounter:
+    """Counts the statements an engine sends to the database."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.count = 0
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_args: Any) -> None:
+        self.count += 1
+
+    def remove(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._seen)
+
+
+@pytest.fixture
+def statements(qm: QueueManager) -> Iterator[StatementCounter]:
+    counter = StatementCounter(qm.engine)
+    yield counter
+    counter.remove()
+
+
+class Waiter(threading.Thread):
+    """``qm.get(queue, wait=...)`` in a thread, recording what it got and when."""
+
+    def __init__(self, qm: QueueManager, queue: str, wait: float) -> None:
+        super().__init__(daemon=True)
+        self.qm, self.queue, self.wait = qm, queue, wait
+        self.result: Message | Exception | None = None
+        self.finished_at = 0.0
+
+    def run(self) -> None:
+        try:
+            self.result = self.qm.get(self.queue, wait=self.wait)
+        except Exception as exc:
+            self.result = exc
+        self.finished_at = time.time()
+
+
+def test_a_put_from_another_thread_wakes_the_getter_promptly(qm, queue):
+    started = time.monotonic()
+    threading.Timer(0.2, qm.put, args=(queue, Message(body=b"late"))).start()
+    got = qm.get(queue, wait=2)
+    elapsed = time.monotonic() - started
+    assert got.body == b"late"
+    assert 0.2 <= elapsed < 0.5
+
+
+def test_a_put_through_another_queue_manager_in_this_process_wakes_the_getter(qm, queue, engine):
+    qm.notifier.fallback_seconds = 30
+    other = QueueManager(make_engine(engine.url.render_as_string(hide_password=False)))
+    try:
+        waiter = Waiter(qm, queue, wait=10)
+        waiter.start()
+        time.sleep(0.3)
+        other.put(queue, Message(body=b"other"))
+        put_at = time.time()
+        waiter.join(5)
+    finally:
+        other.close()
+    assert isinstance(waiter.result, Message) and waiter.result.body == b"other"
+    assert waiter.finished_at - put_at < 0.3
+
+
+def test_an_empty_queue_raises_2033_after_the_wait(qm, queue):
+    started = time.monotonic()
+    with pytest.raises(NoMessageAvailable) as caught:
+        qm.get(queue, wait=1.2)
+    elapsed = time.monotonic() - started
+    assert caught.value.reason == 2033
+    assert 1.2 <= elapsed < 1.6
+
+
+def test_no_wait_means_an_immediate_2033(qm, queue):
+    started = time.monotonic()
+    with pytest.raises(NoMessageAvailable):
+        qm.get(queue)
+    assert time.monotonic() - started < 0.3
+
+
+def test_a_put_from_another_process_wakes_the_getter_promptly(qm, queue, database_url):
+    """With the fallback poll pushed out to 30 s, only a notification (LISTEN/NOTIFY on
+    PostgreSQL, the data_version watcher on SQLite) can end this wait early."""
+    qm.notifier.fallback_seconds = 30
+    parent, child = SPAWN.Pipe()
+    putter = SPAWN.Process(target=workers.put_after, args=(database_url, queue, 0.5, child))
+    putter.start()
+    try:
+        assert parent.poll(30) and parent.recv() == workers.READY
+        got = qm.get(queue, wait=10)
+        woke_at = time.time()
+        assert parent.poll(10)
+        committed_at = parent.recv()
+    finally:
+        putter.join(10)
+    assert got.body == b"from another process"
+    assert woke_at - committed_at < 0.3
+    assert putter.exitcode == 0
+
+
+@pytest.mark.parametrize(("fallback", "window", "most"), [(1.0, 1.0, 5), (30.0, 0.5, 0)])
+def test_an_idle_waiter_does_not_poll_the_database(qm, queue, statements, fallback, window, most):
+    """At the default fallback a waiter looks once a second (a handful of statements);
+    without the fallback it sends nothing at all while idle."""
+    qm.notifier.fallback_seconds = fallback
+    waiter = Waiter(qm, queue, wait=10)
+    waiter.start()
+    time.sleep(0.3)
+    statements.count = 0
+    time.sleep(window)
+    idle = statements.count
+    qm.put(queue, Message(body=b"wake up"))
+    put_at = time.time()
+    waiter.join(5)
+    assert isinstance(waiter.result, Message) and waiter.result.body == b"wake up"
+    assert waiter.finished_at - put_at < 0.3
+    assert idle <= most
+
+
+# -- the notifier on its own -------------------------------------------------------------------
+
+
+@pytest.fixture
+def notifier() -> Iterator[ArrivalNotifier]:
+    engine = make_engine("sqlite://")
+    arrivals = ArrivalNotifier(engine, fallback_seconds=0.2)
+    yield arrivals
+    arrivals.close()
+    engine.dispose()
+
+
+def test_token_changes_only_for_announced_queues(notifier):
+    a, b = notifier.token(["A"]), notifier.token(["B"])
+    notifier.announce(["A"])
+    assert notifier.token(["A"]) != a
+    assert notifier.token(["B"]) == b
+
+
+def test_announce_everything_changes_every_token(notifier):
+    notifier.announce(["A"])
+    a, ab, nothing = notifier.token(["A"]), notifier.token(["A", "B"]), notifier.token([])
+    notifier.announce_everything()
+    assert notifier.token(["A"]) == a + 1
+    assert notifier.token(["A", "B"]) == ab + 1
+    assert notifier.token([]) == nothing + 1
+
+
+def test_wait_returns_at_once_when_the_token_is_stale(notifier):
+    token = notifier.token(["A"])
+    notifier.announce(["A"])
+    started = time.monotonic()
+    notifier.wait(["A"], token, 5)
+    assert time.monotonic() - started < 0.05
+
+
+def test_wait_never_blocks_longer_than_the_fallback_slice(notifier):
+    started = time.monotonic()
+    notifier.wait(["A"], notifier.token(["A"]), 5)
+    assert 0.2 <= time.monotonic() - started < 0.4
+
+
+def test_wait_ends_when_another_thread_announces(notifier):
+    notifier.fallback_seconds = 10
+    token = notifier.token(["A"])
+    started = time.monotonic()
+    threading.Timer(0.1, notifier.announce, args=(["A"],)).start()
+    notifier.wait(["A"], token, 5)
+    assert 0.1 <= time.monotonic() - started < 0.3
+
+
+def test_announcing_another_queue_does_not_end_the_wait(notifier):
+    token = notifier.token(["A"])
+    threading.Timer(0.05, notifier.announce, args=(["B"],)).start()
+    started = time.monotonic()
+    notifier.wait(["A"], token, 5)
+    assert time.monotonic() - started >= 0.2
+
+
+def test_the_postgresql_listener_connects_with_the_real_password(monkeypatch):
+    """``str(url)`` masks the password as ``***``: the LISTEN connection must not use that."""
+    import psycopg
+
+    tried: list[str] = []
+    called = threading.Event()
+
+    def refuse(conninfo: str, **_kwargs: Any) -> None:
+        tried.append(conninfo)
+        called.set()
+        raise psycopg.OperationalError("refused by the test")
+
+    monkeypatch.setattr(psycopg, "connect", refuse)
+    engine = make_engine("postgresql://app:s3cret@db.invalid:5432/broker")
+    arrivals = ArrivalNotifier(engine, fallback_seconds=0.05)
+    try:
+        arrivals.wait(["A"], arrivals.token(["A"]), 0.05)
+        assert called.wait(5)
+    finally:
+        arrivals.close()
+        engine.dispose()
+    assert tried[0] == "postgresql://app:s3cret@db.invalid:5432/broker"
+
+
+def test_a_commit_before_the_sqlite_watcher_starts_is_not_missed(tmp_path):
+    """The waiter looked, another process committed, then the watcher took its first reading:
+    that commit must still end the wait."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'watched.db'}")
+    arrivals = ArrivalNotifier(engine, fallback_seconds=30)
+    try:
+        token = arrivals.token(["A"])
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x)")
+        started = time.monotonic()
+        arrivals.wait(["A"], token, 5)
+        assert time.monotonic() - started < 0.5
+    finally:
+        arrivals.close()
+        engine.dispose()

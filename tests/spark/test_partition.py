@@ -1,0 +1,243 @@
+"""One partition: backlog rows -> ``engine.route`` -> the rows the service would have written.
+
+No Spark and no database here: rows are built as a put stores them, routed against a snapshot
+made in memory, and every staged row is compared with what the engine and the queue manager's
+own row builders produce for the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from broker import engine
+from broker.effects import DELIVERY, FORWARD, Put
+from broker.service import transmission
+from broker.spark import partition
+from broker.spark.partition import Stager, StagingError, route_rows
+from broker.spark.snapshot import PutContext, Snapshot
+from broker.spark.staging import PUT_COLUMNS, input_order
+from broker.state import BrokerConfig
+from broker.subscription import Identity as SubscriberIdentity
+from broker.subscription import Subscription, SubscriptionKey
+from broker.system import DEFAULT_STREAM, INTER_BROKER_QUEUE
+from queues import DEAD_LETTER_QUEUE, dlh
+from queues.definition import QueueDefinition
+from queues.ids import mq_date_time
+from queues.manager import _row_to_message, dead_letter_message, message_row
+from queues.message import MQMT_DATAGRAM, MQMT_REPLY, MQPER_PERSISTENCE_AS_Q_DEF, Message, derive
+from queues.reasons import Reason
+from tests.broker.builders import NOW, message, msg_id, psc_text
+
+JOB = "job-1"
+CONTEXT = PutContext("QM1", "broker", "broker")
+STAMP = mq_date_time(NOW)
+DEFINITIONS = {
+    name: QueueDefinition(name, def_persistence=1 if name == "SUB.PQ" else 0)
+    for name in ("SUB", "SUB.PQ", "REPLIES", "QM2", DEAD_LETTER_QUEUE, DEFAULT_STREAM)
+}
+
+
+def subscription(
+    topic: str,
+    queue: str = "SUB",
+    *,
+    q_mgr: str = "QM1",
+    origin: str | None = None,
+    expires_at: int | None = None,
+) -> Subscription:
+    key = SubscriptionKey(SubscriberIdentity(q_mgr, queue), "", topic)
+    return Subscription(key, "alice", 0, NOW, 1, expires_at=expires_at, origin=origin)
+
+
+def snapshot(*subscriptions: Subscription, neighbours: tuple[str, ...] = ()) -> Snapshot:
+    return Snapshot(
+        job=JOB,
+        stream=DEFAULT_STREAM,
+        now=NOW,
+        context=CONTEXT,
+        config=BrokerConfig("QM1"),
+        rules=(),
+        groups={},
+        default_allow=True,
+        admin_group="mqm",
+        subscriptions=subscriptions,
+        definitions=DEFINITIONS,
+        neighbours=neighbours,
+    )
+
+
+def row(row_id: int, m: Message, *, now: int = NOW - 1000) -> tuple[object, ...]:
+    """The mq_messages row a put of ``m`` on the stream stores (table column order)."""
+    stored = message_row(DEFINITIONS[DEFAULT_STREAM], DEFAULT_STREAM, m, now, STAMP, "QM1", "app", "app")
+    return (row_id, *stored)
+
+
+def staged(seq: int, idx: int, phase: int, queue: str, m: Message) -> tuple[object, ...]:
+    stored = message_row(DEFINITIONS[queue], queue, m, NOW, STAMP, "QM1", "broker", "broker")
+    return (JOB, seq, idx, phase, m.priority, m.persistence, *stored)
+
+
+def route(rows: list[tuple[object, ...]], snap: Snapshot) -> partition.Staged:
+    return route_rows(rows, snap, snap.state())
+
+
+def test_deliveries_and_replies_are_the_rows_the_service_would_put():
+    snap = snapshot(subscription("A/#"))
+    command = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), priority=3, reply_to_q="REPLIES")
+    (stored,) = [row(7, command)]
+
+    result = route([stored], snap)
+
+    gotten = _row_to_message(stored, NOW)
+    outcome = engine.route(
+        gotten, engine.source_of(snap.state(), DEFAULT_STREAM), snap.state(), NOW, sequence=7
+    )
+    delivery, answer = outcome.effects
+    assert isinstance(delivery, Put) and isinstance(answer, Put)
+    seq = input_order(3, 7)
+    assert result.puts == [
+        staged(seq, 0, partition.PUT, "SUB", delivery.message),
+        staged(seq, 1, partition.PUT, "REPLIES", answer.message),
+    ]
+    assert len(result.puts[0]) == len(PUT_COLUMNS)
+    assert (result.summary.rows_read, result.summary.messages, result.summary.deliveries) == (1, 1, 1)
+    assert (result.summary.replies, result.summary.dead_letters, result.summary.staged) == (1, 0, 2)
+    assert result.retained == [] and result.deferred == []
+
+
+def test_retained_publications_are_recorded_and_delete_pubs_deferred():
+    snap = snapshot()
+    retain = message(psc_text("Publish", "A/B", "A/C", opts=("RetainPub",)), msg_id=msg_id(1), reply_to_q="")
+    delete = message(psc_text("DeletePub", "A/#"), msg_id=msg_id(2), reply_to_q="REPLIES", priority=2)
+
+    result = route([row(1, retain), row(2, delete)], snap)
+
+    seq = input_order(4, 1)
+    assert result.retained == [(JOB, seq, 0, "", "A/B"), (JOB, seq, 1, "", "A/C")]
+    assert result.deferred == [(JOB, input_order(2, 2))]
+    assert result.puts == []  # DeletePub's reply comes from the merge, where it is routed
+    assert result.summary.messages == 2
+
+
+def test_an_expired_row_is_read_but_not_routed():
+    snap = snapshot(subscription("A/#"))
+    expiring = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), expiry=5, reply_to_q="")
+
+    result = route([row(1, expiring, now=NOW - 501), row(2, expiring, now=NOW - 499)], snap)
+
+    assert (result.summary.rows_read, result.summary.messages, result.summary.staged) == (2, 1, 1)
+    assert result.puts[0][1] == input_order(4, 2)
+
+
+def test_poison_goes_to_the_dead_letter_queue_before_any_failed_put():
+    snap = snapshot()
+    poison = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), msg_type=MQMT_REPLY)
+    lost_reply = message(psc_text("Publish", "A/B"), msg_id=msg_id(2), reply_to_q="MISSING")
+
+    result = route([row(1, poison), row(2, lost_reply)], snap)
+
+    (dead_poison, dead_reply) = result.puts
+    assert dead_poison[3:4] == (partition.DIRECT,) and dead_reply[3:4] == (partition.PUT,)
+    reasons = []
+    for staged_row in result.puts:
+        values = dict(zip(PUT_COLUMNS, staged_row, strict=True))
+        assert values["queue"] == DEAD_LETTER_QUEUE
+        header, _ = dlh.decode(values["body"], values["encoding"])
+        reasons.append((header.reason, header.dest_q_name))
+    assert reasons == [
+        (Reason.MQRC_MSG_TYPE_ERROR, DEFAULT_STREAM),
+        (Reason.MQRC_UNKNOWN_OBJECT_NAME, "MISSING"),
+    ]
+    assert result.summary.dead_letters == 2
+
+
+def test_puts_for_neighbours_go_to_their_transmission_queue_and_others_are_dead_lettered():
+    proxy = subscription("A/#", INTER_BROKER_QUEUE, q_mgr="QM2", origin="QM2")
+    snap = snapshot(proxy, neighbours=("QM2",))
+    command = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), reply_to_q="R", reply_to_qmgr="QM9")
+
+    result = route([row(1, command)], snap)
+
+    gotten = _row_to_message(row(1, command), NOW)
+    forward, answer = engine.route(
+        gotten, engine.source_of(snap.state(), DEFAULT_STREAM), snap.state(), NOW
+    ).effects
+    assert isinstance(forward, Put) and forward.kind == FORWARD and forward.q_mgr == "QM2"
+    assert isinstance(answer, Put) and answer.q_mgr == "QM9"
+    xmitq, wrapped = transmission(forward)
+    dead = dead_letter_message("R", answer.message, Reason.MQRC_UNKNOWN_REMOTE_Q_MGR, "QM9", "broker", STAMP)
+    seq = input_order(4, 1)
+    assert result.puts == [
+        staged(seq, 0, partition.PUT, xmitq, wrapped),
+        staged(seq, 1, partition.DIRECT, DEAD_LETTER_QUEUE, dead),
+    ]
+    assert (result.summary.forwards, result.summary.replies) == (1, 1)
+
+
+def test_an_overflowing_put_is_dead_lettered_from_what_the_engine_asked():
+    """The staged row holds the queue's default persistence; the dead letter keeps the
+    PersAsQueue the engine asked for, as the service's failed put does."""
+    stager = Stager(snapshot())
+    delivery = Message(body=b"x", msg_id=msg_id(5), persistence=MQPER_PERSISTENCE_AS_Q_DEF, priority=6)
+    stager.stage(11, [Put("SUB.PQ", delivery, kind=DELIVERY)])
+    (staged_row,) = stager.rows
+    assert dict(zip(PUT_COLUMNS, staged_row, strict=True))["persistence"] == 1
+
+    class Row:
+        def __init__(self) -> None:
+            for name, value in zip(PUT_COLUMNS, staged_row, strict=True):
+                setattr(self, name, value)
+
+    stager.overflowed(Row(), Reason.MQRC_Q_FULL)
+
+    dead = dead_letter_message("SUB.PQ", delivery, Reason.MQRC_Q_FULL, "QM1", "broker", STAMP)
+    assert stager.rows[1] == staged(11, 0, partition.PUT, DEAD_LETTER_QUEUE, dead)
+    filled = {"user_id": "broker", "put_appl_name": "broker", "put_date": STAMP[0], "put_time": STAMP[1]}
+    assert partition.staged_message(Row()) == derive(delivery, **filled)
+
+
+def test_an_engine_failure_is_dead_lettered_and_answered_as_the_service_does(monkeypatch):
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(engine, "route", broken)
+    command = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), reply_to_q="REPLIES")
+
+    result = route([row(1, command)], snapshot())
+
+    queues = [dict(zip(PUT_COLUMNS, r, strict=True))["queue"] for r in result.puts]
+    assert queues == [DEAD_LETTER_QUEUE, "REPLIES"]
+    header, _ = dlh.decode(result.puts[0][PUT_COLUMNS.index("body")], command.encoding)
+    assert header.reason == Reason.MQRCCF_COMMAND_FAILED
+
+
+def test_a_publication_that_would_change_subscriptions_fails_the_task():
+    """The snapshot leaves out what housekeeping removes; one that slipped through would be
+    removed by whichever partition met it first, so the task refuses to go on."""
+    snap = snapshot(subscription("A/#", expires_at=NOW - 1))
+    command = message(psc_text("Publish", "A/B"), msg_id=msg_id(1), msg_type=MQMT_DATAGRAM, reply_to_q="")
+
+    with pytest.raises(StagingError):
+        route([row(1, command)], snap)
+
+
+def test_the_executor_state_is_built_once_per_job():
+    first = snapshot(subscription("A/#"))
+    second = snapshot()
+    reads: list[str] = []
+
+    def broadcast(snap: Snapshot) -> Callable[[], bytes]:
+        def value() -> bytes:
+            reads.append(snap.job + str(len(snap.subscriptions)))
+            return snap.encode()
+
+        return value
+
+    prepared = partition.prepared("job-a", broadcast(first))
+    assert partition.prepared("job-a", broadcast(first)) is prepared
+    assert prepared[0] == first and len(prepared[1]) == 1
+    assert partition.prepared("job-b", broadcast(second))[0] == second
+    assert partition.prepared("job-a", broadcast(first)) is not prepared  # only the latest job is kept
+    assert reads == [f"{JOB}1", f"{JOB}0", f"{JOB}1"]
