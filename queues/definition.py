@@ -44,7 +44,10 @@ class QueueDefinition:
 
     @classmethod
     def from_row(cls, row: Any) -> QueueDefinition:
-        values = row._mapping
+        return cls.from_mapping(row._mapping)
+
+    @classmethod
+    def from_mapping(cls, values: Any) -> QueueDefinition:
         return cls(
             **{f.name: values[f.name] for f in fields(cls) if f.name not in ("put_enabled", "get_enabled")},
             put_enabled=bool(values["put_enabled"]),

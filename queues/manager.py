@@ -332,7 +332,8 @@ class UnitOfWork:
         missing = wanted - self._definitions.keys()
         if missing:
             found = {
-                row.name: QueueDefinition.from_row(row) for row in sql.select_queues(self.connection, missing)
+                row["name"]: QueueDefinition.from_mapping(row)
+                for row in sql.select_definitions(self.connection, missing)
             }
             for name in missing:
                 self._definitions[name] = found.get(name)
@@ -705,7 +706,7 @@ class QueueManager:
         """Which of ``names`` hold committed messages, in the order given: one cheap
         read of the depth counters that never takes the write lock."""
         with self.reading() as conn:
-            depths = {row.name: row.depth for row in sql.select_queues(conn, names)}
+            depths = {row["name"]: row["depth"] for row in sql.select_definitions(conn, names)}
         return [name for name in names if depths.get(name, 0) > 0]
 
     # -- messaging outside an explicit unit of work ----------------------------------------

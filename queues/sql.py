@@ -62,6 +62,30 @@ def select_queues(conn: Connection, names: Iterable[str] | None = None) -> list[
     return list(conn.execute(stmt))
 
 
+# Definitions looked up in chunks of at most this many names: the statements are compiled
+# once per chunk size, and every put and batch runs one.
+DEFINITION_CHUNK = 16
+QUEUE_COLUMNS = tuple(c.name for c in queues.columns)
+
+
+def select_definitions(conn: Connection, names: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows of the named queues as column -> value mappings (unknown names are absent),
+    through the driver's cursor: SQLAlchemy's statement building and result rows cost
+    more than the lookup itself on the put path."""
+    wanted = sorted(names)
+    found = []
+    for start in range(0, len(wanted), DEFINITION_CHUNK):
+        chunk = wanted[start : start + DEFINITION_CHUNK]
+        compiled = _compiled(conn.dialect, f"definitions{len(chunk)}", _definitions_statement, len(chunk))
+        params = {f"n{i}": name for i, name in enumerate(chunk)}
+        found += [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in _fetch(conn, compiled, params)]
+    return found
+
+
+def _definitions_statement(count: int) -> Any:
+    return select(queues).where(queues.c.name.in_([bindparam(f"n{i}") for i in range(count)]))
+
+
 def select_queue(conn: Connection, name: str) -> Row[Any] | None:
     return conn.execute(select(queues).where(queues.c.name == name)).first()
 
@@ -80,30 +104,38 @@ def delete_empty_queue(conn: Connection, name: str) -> int:
     return conn.execute(stmt).rowcount
 
 
-_grow = (
+# One statement for growth and shrinkage: growth only within MAXDEPTH; RETURNING says
+# which queues took their change (a deleted queue has no row to return).
+_change_depth = (
     update(queues)
     .where(
         queues.c.name == bindparam("q"),
-        queues.c.depth + bindparam("d") <= queues.c.max_depth,
+        or_(bindparam("d") < 0, queues.c.depth + bindparam("d") <= queues.c.max_depth),
     )
     .values(depth=queues.c.depth + bindparam("d"))
+    .returning(queues.c.name)
 )
-_shrink = update(queues).where(queues.c.name == bindparam("q")).values(depth=queues.c.depth + bindparam("d"))
 
 
 def apply_depth(conn: Connection, deltas: Mapping[str, int]) -> list[str]:
     """Apply net depth changes, in name order so that concurrent units of work
     never deadlock on queue rows. Returns the queues that refused growth
-    (deleted, or full since this unit of work looked)."""
-    refused = []
-    for name in sorted(deltas):
-        delta = deltas[name]
-        if delta > 0:
-            if conn.execute(_grow, {"q": name, "d": delta}).rowcount != 1:
-                refused.append(name)
-        elif delta < 0:
-            conn.execute(_shrink, {"q": name, "d": delta})
-    return refused
+    (deleted, or full since this unit of work looked).
+
+    PostgreSQL runs the statements as one pipelined batch (one round trip for a
+    publication's ten subscriber queues rather than ten); SQLite is in-process,
+    where a loop costs nothing extra.
+    """
+    params = [{"q": name, "d": deltas[name]} for name in sorted(deltas) if deltas[name]]
+    if not params:
+        return []
+    compiled = _compiled(conn.dialect, "change_depth", lambda: _change_depth)
+    if conn.dialect.name == "postgresql":
+        rows = _fetch_many(conn, compiled, params)
+    else:
+        rows = [row for p in params for row in _fetch(conn, compiled, p)]
+    changed = {row[0] for row in rows}
+    return [p["q"] for p in params if p["d"] > 0 and p["q"] not in changed]
 
 
 # --- messages --------------------------------------------------------------------------------
@@ -117,10 +149,19 @@ def insert_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert message rows (values in ``MESSAGE_COLUMNS`` order) in one round trip."""
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
-        _copy_messages(conn, rows)
-    else:
+    if conn.dialect.name != "postgresql":
         conn.exec_driver_sql(_insert_sql(conn), list(rows))
+    elif len(rows) >= COPY_ROWS:
+        _copy_messages(conn, rows)
+    else:  # COPY's setup costs two round trips: a few rows go faster as one pipelined batch
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        with driver.cursor() as cursor:
+            named = [dict(zip(MESSAGE_COLUMNS, row, strict=True)) for row in rows]
+            cursor.executemany(_insert_sql(conn), named)
+
+
+COPY_ROWS = 20
 
 
 _COMPILED: dict[str, str] = {}
@@ -202,12 +243,41 @@ def _get_order(row: tuple[Any, ...]) -> tuple[int, int]:
     return (-row[PRIORITY], row[ID])
 
 
-def _fetch(conn: Connection, compiled: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+_STATEMENTS: dict[tuple[str, str], Any] = {}
+
+
+def _compiled(dialect: Any, name: str, build: Any, *args: Any) -> Any:
+    """``build(*args)`` compiled for ``dialect``, built and compiled only the first time."""
+    key = (dialect.name, name)
+    compiled = _STATEMENTS.get(key)
+    if compiled is None:
+        compiled = _STATEMENTS[key] = build(*args).compile(dialect=dialect)
+    return compiled
+
+
+def _arguments(compiled: Any, params: dict[str, Any]) -> Any:
     values = compiled.construct_params(params)
     if compiled.positiontup is not None:
-        arguments: Any = tuple(values[name] for name in compiled.positiontup)
-    else:
-        arguments = values
+        return tuple(values[name] for name in compiled.positiontup)
+    return values
+
+
+def _fetch_many(conn: Connection, compiled: Any, params: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Run ``compiled`` once per parameter set in one pipelined batch (psycopg) and
+    return every statement's RETURNING rows."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor:
+        cursor.executemany(compiled.string, [_arguments(compiled, p) for p in params], returning=True)
+        rows: list[tuple[Any, ...]] = []
+        while True:
+            rows.extend(cursor.fetchall())
+            if not cursor.nextset():
+                return rows
+
+
+def _fetch(conn: Connection, compiled: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    arguments = _arguments(compiled, params)
     driver = conn.connection.driver_connection
     assert driver is not None
     cursor = driver.cursor()
@@ -277,8 +347,17 @@ def count_messages(conn: Connection, queue: str, now: int | None = None) -> int:
 
 
 def notify_arrivals(conn: Connection, queue_names: Iterable[str]) -> None:
-    """Wake PostgreSQL listeners once per queue; delivered only if the transaction commits."""
+    """Wake PostgreSQL listeners, delivered only if the transaction commits: one
+    notification names every queue (comma-separated; MQ names have no commas),
+    split only where a payload would pass PostgreSQL's 8,000-byte limit."""
     if conn.dialect.name != "postgresql":
         return
-    for name in sorted(set(queue_names)):
-        conn.execute(text("SELECT pg_notify(:channel, :queue)"), {"channel": NOTIFY_CHANNEL, "queue": name})
+    names = sorted(set(queue_names))
+    for start in range(0, len(names), NOTIFY_NAMES):
+        payload = ",".join(names[start : start + NOTIFY_NAMES])
+        conn.execute(_NOTIFY, {"channel": NOTIFY_CHANNEL, "queues": payload})
+
+
+_NOTIFY = text("SELECT pg_notify(:channel, :queues)")
+# 48-character names and their commas stay well inside the 8,000-byte payload limit.
+NOTIFY_NAMES = 150

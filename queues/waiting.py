@@ -136,4 +136,4 @@ class ArrivalNotifier:
             # notifies() yields each notification as it arrives and ends after the timeout:
             # announce at once rather than after collecting the whole half second.
             for notification in connection.notifies(timeout=0.5):
-                self.announce([notification.payload])
+                self.announce(notification.payload.split(","))

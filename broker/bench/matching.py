@@ -217,17 +217,25 @@ def _table(rows: Sequence[dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options, shared by ``python -m broker.bench.matching`` and ``broker bench matching``."""
     parser.add_argument("--small", type=int, default=SMALL, help="subscriptions in the first row")
     parser.add_argument("--large", type=int, default=LARGE, help="subscriptions in the second row")
     parser.add_argument("--topics", type=int, default=200_000, help="matches timed per row")
     parser.add_argument("--seed", type=int, default=1)
-    options = parser.parse_args(argv)
+
+
+def command(options: argparse.Namespace) -> None:
     rows = [run(size, options.topics, options.seed) for size in (options.small, options.large)]
     print(_table(rows))
     ratio = rows[1]["matches_per_second"] / rows[0]["matches_per_second"]
     print(f"matches/s at {options.large:,} subscriptions / at {options.small:,}: {ratio:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 
 from broker.bench import api as api_bench
+from broker.bench import matching as matching_bench
 from broker.bench import network as network_bench
 from broker.bench import queues as queue_bench
+from broker.bench import route as route_bench
 from broker.bench import spark as spark_bench
 from broker.cli.context import Context
 
@@ -103,6 +105,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     network.add_argument("--stream-seconds", type=float, default=10.0, help="of the streaming run")
     network.add_argument("--json", action="store_true", help="print JSON")
     network.set_defaults(handler=run_network)
+
+    # These two keep their options in their modules (``python -m broker.bench.route`` works too).
+    for name, module, summary in (
+        ("route", route_bench, "routing throughput and latency on SQLite and PostgreSQL against RabbitMQ"),
+        ("matching", matching_bench, "topic matching rate and memory at 1,000 and 1,000,000 subscriptions"),
+    ):
+        raw = argparse.RawDescriptionHelpFormatter
+        parser = sub.add_parser(name, help=summary, description=module.__doc__, formatter_class=raw)
+        module.add_arguments(parser)
+        parser.set_defaults(handler=lambda ctx, command=module.command: command(ctx.args))
 
     spark = sub.add_parser(
         "spark",

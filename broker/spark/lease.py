@@ -29,7 +29,7 @@ judged on each process's own clock: keep clocks within a fraction of the lease.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from broker.spark.schema import leases
 from broker.spark.staging import insert_new
@@ -51,15 +51,19 @@ def stream_resource(queue: str) -> str:
     return f"stream:{queue}"
 
 
+_lease_row = select(leases.c.owner, leases.c.until).where(leases.c.resource == bindparam("resource"))
+# Built once: a router runs the shared one in every batch.
+_LOCKS = {True: _lease_row.with_for_update(), False: _lease_row.with_for_update(read=True)}
+
+
 def _locked(conn: Connection, resource: str, *, exclusive: bool) -> tuple[str, int]:
     """(owner, until) of ``resource``, its row locked until the transaction ends."""
-    stmt = select(leases.c.owner, leases.c.until).where(leases.c.resource == resource)
-    stmt = stmt.with_for_update(read=not exclusive)
-    row = conn.execute(stmt).first()
+    stmt = _LOCKS[exclusive]
+    row = conn.execute(stmt, {"resource": resource}).first()
     if row is None:
         free = {"resource": resource, "owner": FREE, "until": 0}
         conn.execute(insert_new(conn, leases, ("resource",)), free)
-        row = conn.execute(stmt).one()
+        row = conn.execute(stmt, {"resource": resource}).one()
     return row.owner, row.until
 
 
