@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from admin_api.models import FieldError, Problem
+from broker.network.topology import NeighbourUnavailable
 from queues.errors import MQError
 from queues.reasons import Reason
 
@@ -59,6 +60,7 @@ REASON_STATUS: Mapping[int, int] = {
     Reason.MQRC_Q_MGR_NOT_AVAILABLE: 503,
 }
 INVALID = 422
+BAD_GATEWAY = 502
 
 
 class ApiProblem(Exception):
@@ -89,6 +91,12 @@ def status_for(reason: int) -> int:
     return REASON_STATUS.get(reason, INVALID)
 
 
+def status_of(exc: MQError) -> int:
+    """The HTTP status of an MQ error: by its reason, except that a neighbour that did not
+    answer is the upstream's failure (502), not the request's."""
+    return BAD_GATEWAY if isinstance(exc, NeighbourUnavailable) else status_for(exc.reason)
+
+
 def problem_response(
     request: Request,
     status: int,
@@ -109,7 +117,7 @@ async def _mq_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MQError)
     return problem_response(
         request,
-        status_for(exc.reason),
+        status_of(exc),
         f"/problems/mq/{exc.reason_name}",
         f"{exc.reason_name} ({exc.reason})",
         exc.detail or exc.reason_name,
@@ -177,6 +185,7 @@ _DESCRIPTIONS = {
     409: "The resource is not in a state that allows this",
     413: "The request body or the message is too large",
     422: "The request is not valid (field errors, or the MQ reason that refused it)",
+    502: "A neighbouring broker did not answer, or not as a broker does",
     503: "The database is unreachable, or no broker is routing commands",
 }
 

@@ -110,7 +110,7 @@ def list_neighbours(svc: Svc, _: ViewerToken) -> list[Neighbour]:
     "/neighbours",
     status_code=201,
     response_model=NeighbourAdded,
-    responses=responses(401, 403, 409, 422, 503),
+    responses=responses(401, 403, 409, 422, 502, 503),
 )
 def add_neighbour(body: NeighbourIn, request: Request, svc: Svc, _: AdminToken) -> NeighbourAdded:
     """Link a neighbour (define it on both sides, with the same token). Refused with 409
@@ -180,7 +180,7 @@ async def receive_batch(
     )
 
 
-@router.get("/channel/reachable", response_model=Reachable, responses=responses(403, 409, 503))
+@router.get("/channel/reachable", response_model=Reachable, responses=responses(403, 409, 502, 503))
 def reachable(
     svc: Svc,
     sender: Sender,

@@ -26,6 +26,14 @@ REACHABLE_PATH = "/api/v1/channel/reachable"
 MAX_DEPTH = 64
 
 
+class NeighbourUnavailable(MQError):
+    """The neighbour did not answer, or not as a broker does: the link cannot be checked
+    (3085, as for any broker this one cannot vouch for; the admin API says 502)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Reason.MQRCCF_UNKNOWN_BROKER, detail)
+
+
 class CycleDetected(MQError):
     def __init__(self, message: str) -> None:
         super().__init__(Reason.MQRC_LOOPING_PUBLICATION, message)
@@ -76,24 +84,20 @@ def ask(me: str, peer: Peer, http: httpx.Client, *, path: Sequence[str]) -> dict
             headers={"Authorization": f"Bearer {peer.token}", SENDER_HEADER: me},
         )
     except httpx.HTTPError as exc:
-        raise MQError(
-            Reason.MQRCCF_UNKNOWN_BROKER, f"cannot verify the topology: {peer.name} did not answer ({exc})"
-        ) from exc
+        raise NeighbourUnavailable(f"cannot verify the topology: {peer.name} did not answer ({exc})") from exc
     if response.status_code == 409:
         raise CycleDetected(_detail(response) or "the network already has a cycle")
     if response.status_code in (401, 403):
         raise NotLinked(f"{peer.name} does not know {me} as a neighbour with this token")
     if response.status_code != 200:
-        raise MQError(
-            Reason.MQRCCF_UNKNOWN_BROKER,
-            f"cannot verify the topology: {peer.name} answered {response.status_code}: {response.text[:200]}",
+        raise NeighbourUnavailable(
+            f"cannot verify the topology: {peer.name} answered {response.status_code}: {response.text[:200]}"
         )
     try:
         return {str(name): tuple(route) for name, route in response.json()["routes"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a broker's answer
-        raise MQError(
-            Reason.MQRCCF_UNKNOWN_BROKER,
-            f"cannot verify the topology: {peer.name} answered 200 without routes ({exc!r:.200})",
+        raise NeighbourUnavailable(
+            f"cannot verify the topology: {peer.name} answered 200 without routes ({exc!r:.200})"
         ) from None
 
 

@@ -122,7 +122,7 @@ def test_an_unreachable_neighbour_is_refused_unless_the_check_is_skipped(
     api: Api, neighbours: dict[str, Handler]
 ) -> None:
     body = {"name": "QMD", "url": "http://qmd.test:8080", "token": "link-token-qm1-qmd-0123456789"}
-    problem = assert_problem(api.post(NEIGHBOURS, json=body), 422, "MQRCCF_UNKNOWN_BROKER")
+    problem = assert_problem(api.post(NEIGHBOURS, json=body), 502, "MQRCCF_UNKNOWN_BROKER")
     assert problem["detail"].startswith("cannot verify the topology: QMD did not answer")
     neighbours["QMD"] = stranger  # up now, but it has not defined its side of the link yet
     added = api.post(NEIGHBOURS, json=body)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -381,3 +383,34 @@ def test_run_stops_on_an_error_that_retrying_cannot_cure(link: Link) -> None:
         link.agent().run(stop)  # type: ignore[arg-type]
     assert failed.value.reason == Reason.MQRC_GET_INHIBITED
     assert stop.waits == []
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_the_supervisor_runs_an_agent_per_link_and_follows_links_as_they_come_and_go(link: Link) -> None:
+    supervisor = channel.ChannelSupervisor(link.sender, "supervisor", poll_seconds=0.05)
+    supervisor.http.close()
+    supervisor.http = link.http  # the neighbour behind the mock transport
+    bodies = link.send(7)
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,))
+    thread.start()
+    try:
+        assert wait_until(link.drained)
+        assert set(supervisor.agents) == {RECEIVER}
+        assert supervisor.sent == 7
+        manage.remove_neighbour(link.sender, RECEIVER)
+        assert wait_until(lambda: not supervisor.agents)
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+    assert not thread.is_alive()
+    with link.receiver.unit_of_work() as uow:  # the link (and its transmission queue) is gone
+        assert [m.body for m in uow.get_batch(DESTINATION, 100)] == bodies

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from admin_api.problems import status_for
+from admin_api.problems import status_of
 from broker.network import links, manage, topology
 from broker.network.channel import SENDER_HEADER
 from queues import QueueManager
@@ -52,7 +52,7 @@ class Network:
         except topology.CycleDetected as exc:
             return httpx.Response(409, json={"detail": exc.detail})
         except MQError as exc:
-            return httpx.Response(status_for(exc.reason), json={"detail": exc.detail})
+            return httpx.Response(status_of(exc), json={"detail": exc.detail})
         routes = {reached: list(route) for reached, route in found.items()}
         return httpx.Response(200, json={"reachable": sorted(found), "routes": routes})
 
@@ -172,7 +172,7 @@ def test_a_neighbour_that_cannot_check_its_own_side_is_3085(net: Network) -> Non
     with pytest.raises(MQError) as refused:
         net.add("QMB", "QMD")
     assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER
-    assert refused.value.detail.startswith("cannot verify the topology: QMA answered 422")
+    assert refused.value.detail.startswith("cannot verify the topology: QMA answered 502")
     assert link_of(net.qms["QMB"], "QMD") is None
 
 
