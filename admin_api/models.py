@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from broker.options import RegOpt
 from broker.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from broker.topics import check_subscribe_topic
-from queues.definition import DEFINITION_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
+from queues.definition import DEFINITION_TYPES, INDEX_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
 from queues.message import FORMAT_LENGTH, USER_ID_LENGTH
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -142,6 +142,9 @@ class QueueAttributes(Strict):
     get_enabled: bool | None = None
     usage: Literal[USAGES] | None = None  # type: ignore[valid-type]
     definition_type: Literal[DEFINITION_TYPES] | None = None  # type: ignore[valid-type]
+    index_type: Literal[INDEX_TYPES] | None = Field(  # type: ignore[valid-type]
+        None, description="INDXTYPE: correlid indexes gets by CorrelId (reply queues); none (default)"
+    )
 
     def changes(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True, exclude={"name", "replace"})
@@ -170,6 +173,7 @@ class Queue(BaseModel):
     get_enabled: bool
     usage: str
     definition_type: str
+    index_type: str
     depth: int
     created_at: int = Field(description="milliseconds since the epoch")
     altered_at: int

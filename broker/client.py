@@ -191,7 +191,12 @@ class BrokerClient:
         self._own_reply_queue = reply_queue is None
         self.reply_queue = reply_queue or f"AMQ.{os.urandom(8).hex().upper()}"
         if self._own_reply_queue:
-            qm.define_queue(self.reply_queue, definition_type="tempdyn", description="broker client replies")
+            qm.define_queue(
+                self.reply_queue,
+                definition_type="tempdyn",
+                index_type="correlid",  # replies are got by CorrelId
+                description="broker client replies",
+            )
 
     def close(self) -> None:
         if self._own_reply_queue:

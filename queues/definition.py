@@ -20,6 +20,7 @@ MAX_MAX_DEPTH = 999_999_999
 MAX_MAX_MSG_LENGTH = 100 * 1024 * 1024
 USAGES = ("normal", "xmitq")
 DEFINITION_TYPES = ("predefined", "tempdyn", "permdyn")
+INDEX_TYPES = ("none", "correlid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class QueueDefinition:
     get_enabled: bool = True
     usage: str = "normal"
     definition_type: str = "predefined"
+    index_type: str = "none"
     depth: int = 0
     created_at: int = 0
     altered_at: int = 0
@@ -71,6 +73,7 @@ SETTABLE = (
     "get_enabled",
     "usage",
     "definition_type",
+    "index_type",
 )
 
 
@@ -102,6 +105,9 @@ def check_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
         elif key == "definition_type":
             if value not in DEFINITION_TYPES:
                 raise _bad(key, value, ", ".join(DEFINITION_TYPES))
+        elif key == "index_type":
+            if value not in INDEX_TYPES:
+                raise _bad(key, value, " or ".join(INDEX_TYPES))
         else:
             raise MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, f"unknown queue attribute {key!r}")
         values[key] = value

@@ -278,6 +278,7 @@ def message_row(
         m.backout_count,
         now,
         m.body,
+        correl_id if definition.index_type == "correlid" else None,
     )
 
 
@@ -474,6 +475,7 @@ class UnitOfWork:
                 now,
                 msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
                 correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
+                correl_indexed=definition.index_type == "correlid",
             )
         if rows:
             self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
@@ -500,11 +502,15 @@ class UnitOfWork:
 
     def commit(self) -> None:
         with _translated():
-            refused = sql.apply_depth(self.connection, self._deltas)
+            index_types = {name: d.index_type for name, d in self._definitions.items() if d is not None}
+            refused = sql.apply_depth(self.connection, self._deltas, index_types)
             if refused:
                 self._transaction.rollback()
                 self._gotten.clear()
-                raise MQError(Reason.MQRC_Q_FULL, f"queue full or deleted at commit: {', '.join(refused)}")
+                raise MQError(
+                    Reason.MQRC_Q_FULL,
+                    f"queue full, deleted or re-indexed at commit: {', '.join(refused)}",
+                )
             sql.notify_arrivals(self.connection, self._arrivals)
             self._transaction.commit()
         if self._arrivals:
@@ -662,6 +668,8 @@ class QueueManager:
         with _translated(), self.engine.begin() as conn:
             if not sql.update_queue(conn, name, {**values, "altered_at": now_ms()}):
                 raise UnknownObject(name)
+            if "index_type" in values:  # the messages already there follow the new INDXTYPE
+                sql.reindex_correl(conn, name, values["index_type"] == "correlid")
         return self.inquire_queue(name)
 
     def delete_queue(self, name: str, *, purge: bool = False) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Row,
+    String,
     and_,
     bindparam,
     delete,
@@ -98,35 +99,57 @@ def update_queue(conn: Connection, name: str, values: Mapping[str, Any]) -> int:
     return conn.execute(update(queues).where(queues.c.name == name).values(**values)).rowcount
 
 
+def reindex_correl(conn: Connection, name: str, indexed: bool) -> None:
+    """After INDXTYPE changes: give the queue's messages their index key, or take it away."""
+    key = messages.c.correl_id if indexed else None
+    conn.execute(update(messages).where(messages.c.queue == name).values(correl_key=key))
+
+
 def delete_empty_queue(conn: Connection, name: str) -> int:
     """Delete the definition only if the queue holds nothing (MQ refuses otherwise)."""
     stmt = delete(queues).where(queues.c.name == name, queues.c.depth == 0)
     return conn.execute(stmt).rowcount
 
 
-# One statement for growth and shrinkage: growth only within MAXDEPTH; RETURNING says
-# which queues took their change (a deleted queue has no row to return).
+_index_type = bindparam("index_type", type_=String(8))
+# One statement for growth and shrinkage: growth only within MAXDEPTH and only if the
+# queue's INDXTYPE is still the one the rows were written for; RETURNING says which
+# queues took their change (a deleted queue has no row to return).
 _change_depth = (
     update(queues)
     .where(
         queues.c.name == bindparam("q"),
-        or_(bindparam("d") < 0, queues.c.depth + bindparam("d") <= queues.c.max_depth),
+        or_(
+            bindparam("d") < 0,
+            and_(
+                queues.c.depth + bindparam("d") <= queues.c.max_depth,
+                or_(_index_type.is_(None), queues.c.index_type == _index_type),
+            ),
+        ),
     )
     .values(depth=queues.c.depth + bindparam("d"))
     .returning(queues.c.name)
 )
 
 
-def apply_depth(conn: Connection, deltas: Mapping[str, int]) -> list[str]:
+def apply_depth(
+    conn: Connection, deltas: Mapping[str, int], index_types: Mapping[str, str] | None = None
+) -> list[str]:
     """Apply net depth changes, in name order so that concurrent units of work
     never deadlock on queue rows. Returns the queues that refused growth
-    (deleted, or full since this unit of work looked).
+    (deleted, full since this unit of work looked, or re-indexed: ``index_types``
+    are the INDXTYPEs the rows were written for).
 
     PostgreSQL runs the statements as one pipelined batch (one round trip for a
     publication's ten subscriber queues rather than ten); SQLite is in-process,
     where a loop costs nothing extra.
     """
-    params = [{"q": name, "d": deltas[name]} for name in sorted(deltas) if deltas[name]]
+    types = index_types or {}
+    params = [
+        {"q": name, "d": delta, "index_type": types.get(name)}
+        for name in sorted(deltas)
+        if (delta := deltas[name])
+    ]
     if not params:
         return []
     compiled = _compiled(conn.dialect, "change_depth", lambda: _change_depth)
@@ -187,19 +210,22 @@ def _copy_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
             copy.write_row(row)
 
 
-_CLAIMS: dict[tuple[str, bool, bool], Any] = {}
+_CLAIMS: dict[tuple[str, bool, bool, bool], Any] = {}
 
 
-def _claim_statement(dialect: Any, by_msg_id: bool, by_correl_id: bool) -> Any:
-    """The claim, compiled once per dialect and filter: executed for every batch."""
-    key = (dialect.name, by_msg_id, by_correl_id)
+def _claim_statement(dialect: Any, by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
+    """The claim, compiled once per dialect and filter: executed for every batch.
+    On a queue with INDXTYPE(CORRELID) a get by CorrelId asks for ``correl_key``,
+    which only that queue's rows carry, so the partial index serves it."""
+    key = (dialect.name, by_msg_id, by_correl_id, indexed)
     compiled = _CLAIMS.get(key)
     if compiled is None:
         conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now"))]
         if by_msg_id:
             conditions.append(messages.c.msg_id == bindparam("msg_id"))
         if by_correl_id:
-            conditions.append(messages.c.correl_id == bindparam("correl_id"))
+            correl = messages.c.correl_key if indexed else messages.c.correl_id
+            conditions.append(correl == bindparam("correl_id"))
         chosen = (
             select(messages.c.id)
             .where(and_(*conditions))
@@ -222,6 +248,7 @@ def claim_messages(
     *,
     msg_id: bytes | None = None,
     correl_id: bytes | None = None,
+    correl_indexed: bool = False,
 ) -> list[tuple[Any, ...]]:
     """Remove and return up to ``limit`` live messages in priority-then-FIFO order,
     as tuples in table column order.
@@ -231,7 +258,7 @@ def claim_messages(
     driver's cursor directly: building SQLAlchemy rows for 1,000 messages would
     cost more than the database does to delete them.
     """
-    compiled = _claim_statement(conn.dialect, msg_id is not None, correl_id is not None)
+    compiled = _claim_statement(conn.dialect, msg_id is not None, correl_id is not None, correl_indexed)
     params = {"queue": queue, "now": now, "limit": limit, "msg_id": msg_id, "correl_id": correl_id}
     rows = _fetch(conn, compiled, params)
     # RETURNING order is not the claim order on every database.

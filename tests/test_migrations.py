@@ -88,13 +88,13 @@ def test_migrated_schema_equals_the_models(engine):
 
 def test_the_comparison_notices_a_schema_that_drifted(engine):
     with engine.begin() as conn:
-        conn.execute(text("DROP INDEX ix_mq_messages_correl"))
+        conn.execute(text("DROP INDEX ix_mq_messages_claim"))
         conn.execute(text("ALTER TABLE mq_queues ADD COLUMN extra INTEGER"))
     found = differences(engine)
     assert sorted(diff[0] for diff in found) == ["add_index", "remove_column"]
     index = next(diff[1] for diff in found if diff[0] == "add_index")
     column = next(diff for diff in found if diff[0] == "remove_column")
-    assert index.name == "ix_mq_messages_correl"
+    assert index.name == "ix_mq_messages_claim"
     assert (column[2], column[3].name) == ("mq_queues", "extra")
 
 
@@ -113,3 +113,33 @@ def test_upgrade_downgrade_upgrade(empty):
         qm.define_queue("APP.Q")
         qm.put("APP.Q", Message(body=b"after a round trip"))
         assert qm.get("APP.Q").body == b"after a round trip"
+
+
+def test_queues_defined_before_indxtype_keep_their_correl_id_index(empty):
+    """0008: existing queues become INDXTYPE(CORRELID) and their messages get their key, so
+    a get by CorrelId finds what was put before the upgrade; new queues default to NONE."""
+    migrations.upgrade(empty, "0007")
+    correl = b"C".ljust(24, b"\x00")
+    with empty.begin() as conn:  # rows as 0007 held them (today's code cannot write that schema)
+        conn.execute(text("INSERT INTO mq_qmgr (name, created_at) VALUES ('QM1', 0)"))
+        conn.execute(
+            text(
+                "INSERT INTO mq_queues (name, max_depth, max_msg_length, depth, created_at, altered_at) "
+                "VALUES ('OLD.Q', 10, 100, 1, 0, 0)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO mq_messages (queue, priority, msg_id, correl_id, format, encoding, ccsid,"
+                " msg_type, report, reply_to_q, reply_to_qmgr, user_id, persistence, expiry,"
+                " put_appl_type, put_appl_name, put_date, put_time, backout_count, put_at, body) VALUES"
+                " ('OLD.Q', 0, :m, :c, 'MQSTR   ', 273, 1208, 8, 0, '', '', 'u', 0, -1, 6, 'a',"
+                " '20261122', '00000000', 0, 0, :b)"
+            ),
+            {"m": b"M".ljust(24, b"\x00"), "c": correl, "b": b"before"},
+        )
+    migrations.upgrade(empty)
+    qm = QueueManager(empty)
+    assert qm.inquire_queue("OLD.Q").index_type == "correlid"
+    assert qm.define_queue("NEW.Q").index_type == "none"
+    assert qm.get("OLD.Q", correl_id=correl).body == b"before"

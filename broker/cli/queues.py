@@ -19,6 +19,7 @@ _ATTRIBUTE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--description", "description", str, "DESCR"),
     ("--usage", "usage", str, "normal or xmitq"),
     ("--definition-type", "definition_type", str, "predefined, permdyn or tempdyn"),
+    ("--index-type", "index_type", str, "INDXTYPE: correlid (gets by CorrelId use an index) or none"),
 )
 
 

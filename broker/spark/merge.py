@@ -98,7 +98,8 @@ def merge(db: Engine, run: Run, state_store: store.StateStore) -> Merged:
                 batch_size=run.batch_size,
             )
         consumed = staging.delete_backlog(conn, stream, run.watermark)
-        refused = sql.apply_depth(conn, {**written, stream: written.get(stream, 0) - consumed})
+        index_types = {name: d.index_type for name, d in snapshot.definitions.items()}
+        refused = sql.apply_depth(conn, {**written, stream: written.get(stream, 0) - consumed}, index_types)
         if refused:
             raise MQError(Reason.MQRC_Q_FULL, f"no room left on {', '.join(refused)}")
         state_store.write(conn, changes)

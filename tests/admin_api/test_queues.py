@@ -86,6 +86,16 @@ def test_show_alter_and_unknown_queue(api: Api) -> None:
     )
 
 
+def test_the_index_type_is_none_unless_asked_and_can_be_altered(api: Api) -> None:
+    define(api, "SCORES")
+    assert api.get(f"{QUEUES}/SCORES", "viewer").json()["index_type"] == "none"
+    changed = api.request("PATCH", f"{QUEUES}/SCORES", "operator", json={"index_type": "correlid"})
+    assert (changed.status_code, changed.json()["index_type"]) == (200, "correlid")
+    refused = api.request("PATCH", f"{QUEUES}/SCORES", "operator", json={"index_type": "msgid"})
+    assert refused.status_code == 422
+    assert api.qm.inquire_queue("SCORES").index_type == "correlid"
+
+
 def test_a_queue_name_with_a_slash_is_one_queue(api: Api) -> None:
     define(api, "APP/IN")
     api.qm.put("APP/IN", Message(body=b"x"))

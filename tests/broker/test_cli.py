@@ -216,6 +216,7 @@ def test_queue_define_shows_every_attribute(broker):
         "get_enabled": "True",
         "usage": "xmitq",
         "definition_type": "predefined",
+        "index_type": "none",
         "depth": "0",
     }
     assert broker.ok("queue", "show", "APP.Q").fields() == shown

@@ -43,6 +43,7 @@ def test_valid_attributes_become_column_values():
         "get_enabled": True,
         "usage": "xmitq",
         "definition_type": "permdyn",
+        "index_type": "correlid",
     }
     assert check_attributes(attrs) == {**attrs, "put_enabled": 0, "get_enabled": 1}
     assert set(attrs) == set(SETTABLE)

@@ -406,8 +406,9 @@ def test_get_by_msg_id(qm):
     assert bodies(qm, "APP.Q") == [b"m0", b"m2"]
 
 
-def test_get_by_correl_id_in_order(qm):
-    qm.define_queue("APP.Q")
+@pytest.mark.parametrize("index_type", ["none", "correlid"])
+def test_get_by_correl_id_in_order(qm, index_type):
+    qm.define_queue("APP.Q", index_type=index_type)
     for i, correl in enumerate([b"A", b"B", b"A"]):
         qm.put("APP.Q", msg(i, correl_id=correl))
     assert qm.get("APP.Q", correl_id=b"A").body == b"m0"
@@ -415,6 +416,54 @@ def test_get_by_correl_id_in_order(qm):
     with pytest.raises(NoMessageAvailable):
         qm.get("APP.Q", correl_id=b"A")
     assert bodies(qm, "APP.Q") == [b"m1"]
+
+
+def keyed(qm: QueueManager, queue: str) -> list[bytes | None]:
+    """The CorrelId index keys of ``queue``'s messages, in get order."""
+    with qm.reading() as conn:
+        query = text("SELECT correl_key FROM mq_messages WHERE queue = :q ORDER BY id")
+        return [None if key is None else bytes(key) for (key,) in conn.execute(query, {"q": queue})]
+
+
+def test_only_a_queue_indexed_by_correl_id_puts_its_messages_in_that_index(qm):
+    qm.define_queue("PLAIN.Q")
+    qm.define_queue("REPLY.Q", index_type="correlid")
+    qm.put_many([("PLAIN.Q", msg(0, correl_id=b"A")), ("REPLY.Q", msg(1, correl_id=b"A"))])
+    assert (keyed(qm, "PLAIN.Q"), keyed(qm, "REPLY.Q")) == ([None], [b"A" + NUL * 23])
+
+
+def test_altering_the_index_type_reindexes_the_messages_already_there(qm):
+    qm.define_queue("APP.Q")
+    for i, correl in enumerate([b"A", b"B"]):
+        qm.put("APP.Q", msg(i, correl_id=correl))
+    assert qm.alter_queue("APP.Q", index_type="correlid").index_type == "correlid"
+    assert keyed(qm, "APP.Q") == [b"A" + NUL * 23, b"B" + NUL * 23]
+    assert qm.get("APP.Q", correl_id=b"B").body == b"m1"
+    qm.alter_queue("APP.Q", index_type="none")
+    assert keyed(qm, "APP.Q") == [None]
+    assert qm.get("APP.Q", correl_id=b"A").body == b"m0"
+
+
+def test_an_unknown_index_type_is_4005(qm):
+    with pytest.raises(MQError) as refused:
+        qm.define_queue("APP.Q", index_type="msgid")
+    assert refused.value.reason == 4005
+    assert "index_type='msgid' is not valid: use none or correlid" in refused.value.detail
+
+
+def test_a_put_written_for_the_old_index_type_is_refused_at_commit(qm):
+    """A unit of work that read the definition before INDXTYPE changed must not commit rows
+    keyed the old way (a get by CorrelId would miss them): it fails, and a retry succeeds."""
+    qm.define_queue("APP.Q")
+    with pytest.raises(MQError) as refused, qm.unit_of_work() as uow:
+        uow.put("APP.Q", msg(0, correl_id=b"A"))
+        # As another process's ALTER would have done on PostgreSQL, where nothing stops it
+        # between this unit of work's read of the definition and its commit:
+        sql.update_queue(uow.connection, "APP.Q", {"index_type": "correlid"})
+    assert refused.value.reason == 2053
+    assert "re-indexed" in refused.value.detail
+    qm.put("APP.Q", msg(0, correl_id=b"A"))
+    assert qm.get("APP.Q", correl_id=b"A").body == b"m0"
 
 
 def test_get_by_msg_id_and_correl_id_needs_both_to_match(qm):

@@ -7,12 +7,13 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import text
 
 import migrations
 from broker import cli
 from broker.spark import job
 from broker.system import DEFAULT_STREAM
-from queues import QueueManager, make_engine
+from queues import make_engine
 from queues.reasons import Reason
 from tests.spark.scenario import backlog, load
 
@@ -78,7 +79,8 @@ def test_a_run_prints_its_summary(spark, brokers, monkeypatch, capsys):
 def test_an_unmigrated_database_is_refused(database_url, capsys):
     engine = make_engine(database_url)
     migrations.upgrade(engine, "0005")
-    QueueManager.create(engine, "QM1")
+    with engine.begin() as conn:  # the queue manager as 0005 knew it (today's code cannot write that schema)
+        conn.execute(text("INSERT INTO mq_qmgr (name, created_at) VALUES ('QM1', 0)"))
     engine.dispose()
 
     with pytest.raises(SystemExit) as exited:
