@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,14 +40,16 @@ import httpx
 
 from broker import store
 from broker.bench.route import (
-    BODY_SIZE,
     PATTERNS,
+    PUBLISHERS,
     SUBSCRIBERS,
     Latency,
     Throughput,
     broker_backlog,
+    latencies,
     preload,
-    publication,
+    publish_at_rate,
+    summarise,
 )
 from broker.bench.scratch import DATABASES, DEFAULT_PG_URL, scratch_database
 from broker.client import BrokerClient
@@ -245,32 +246,9 @@ def streaming(kind: str, nodes: dict[str, Node], rate: int, seconds: float) -> L
     b, c = nodes["QMB"], nodes["QMC"]
     for name in SUBSCRIBERS:
         c.qm.purge_queue(name)
-    total = int(rate * seconds)
-    interval = 1.0 / rate
-    started = time.perf_counter()
-    for k in range(total):
-        delay = started + k * interval - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        b.qm.put(DEFAULT_STREAM, publication(k, stamp=True))
+    total, achieved = publish_at_rate(b.qm, rate, seconds, PUBLISHERS)
     wait_until(lambda: c.qm.depth(SUBSCRIBERS[0]) >= total, DRAIN_SECONDS, "the stream to reach QMC")
-    latencies = sorted(_latencies(c.qm, SUBSCRIBERS[0]))
-    return Latency(
-        kind,
-        rate,
-        len(latencies),
-        statistics.median(latencies),
-        latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-        latencies[-1],
-    )
-
-
-def _latencies(qm: QueueManager, queue: str) -> Iterator[int]:
-    cursor = None
-    while page := qm.browse(queue, after=cursor, limit=1000):
-        for browsed in page:
-            yield browsed.put_at - int(browsed.message.body[-BODY_SIZE:][:16].strip())
-        cursor = page[-1].cursor
+    return summarise(kind, rate, achieved, latencies(c.qm, SUBSCRIBERS[0]))
 
 
 def run(
@@ -321,10 +299,13 @@ def report(results: dict[str, Any]) -> str:
     for row in results["throughput"]:
         done = row["network"]["stages"]
         lines.append(f"{row['database']:<12} " + " ".join(f"{done[stage]:>16.2f}" for stage in stages))
-    lines += ["", f"{'streaming':<12} {'rate/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"]
+    lines += [
+        "",
+        f"{'streaming':<12} {'rate/s':>8} {'achieved':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}",
+    ]
     for row in results["latency"]:
         lines.append(
-            f"{row['database']:<12} {row['rate']:>8} {row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} "
-            f"{row['max_ms']:>8.1f}"
+            f"{row['database']:<12} {row['rate']:>8} {row['achieved_rate']:>9} {row['p50_ms']:>8.1f} "
+            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
         )
     return "\n".join(lines)

@@ -8,7 +8,8 @@ transactions of the same batch size, with the fastest plain client path: ``sqlit
 ``executemany`` on a connection with the product's pragmas (WAL, ``synchronous=FULL``)
 and psycopg ``COPY`` on PostgreSQL. The ratio to that ceiling is what the queue manager
 costs on top of the database; the target is at least 50% at batch 1000 for both put-many
-and batch get (claim + delete, committed).
+and batch get (claim + delete, committed). Each cell runs three rounds and each contender
+keeps its fastest, so a noisy moment on a shared machine does not decide the ratio.
 
 SQLite runs in a temporary file; PostgreSQL in a throw-away database created on the
 server of ``pg_url`` and dropped at the end, so the benchmark never touches real data.
@@ -21,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -255,6 +256,20 @@ def _measure(database: str, batch: int, count: int, qm: QueueManager, ceiling: C
     return Cell(database, batch, count, len(rows), put, got, ceiling_seconds, put_seconds, get_seconds)
 
 
+# Each cell is measured this many times and each contender keeps its fastest round: on a
+# machine shared with the database, noise only ever slows a round down.
+ROUNDS = 3
+
+
+def _fastest(rounds: Sequence[Cell]) -> Cell:
+    return replace(
+        rounds[0],
+        ceiling_seconds=min(c.ceiling_seconds for c in rounds),
+        put_seconds=min(c.put_seconds for c in rounds),
+        get_seconds=min(c.get_seconds for c in rounds),
+    )
+
+
 def run(
     batches: Sequence[int] = DEFAULT_BATCHES,
     *,
@@ -273,7 +288,8 @@ def run(
                 _measure(database, widest, min(WARM_UP_MESSAGES, 10 * widest), qm, ceiling)
                 for batch in batches:
                     count = messages if messages is not None else default_messages(batch)
-                    cells.append(_measure(database, batch, count, qm, ceiling))
+                    rounds = [_measure(database, batch, count, qm, ceiling) for _ in range(ROUNDS)]
+                    cells.append(_fastest(rounds))
             finally:
                 ceiling.close()
                 qm.close()

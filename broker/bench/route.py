@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -253,30 +253,27 @@ def streaming(
     """
     with broker_database(kind, pg_url) as (url, qm), serving(url, batch_size):
         time.sleep(2.0)  # let it start and load its state
-        total = int(rate * seconds)
-        started = time.perf_counter() + 0.1
-        threads = [
-            threading.Thread(target=_publish, args=(qm, range(n, total, publishers), started, rate))
-            for n in range(publishers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        achieved = total / (time.perf_counter() - started)
+        total, achieved = publish_at_rate(qm, rate, seconds, publishers)
         deadline = time.monotonic() + 60
         while qm.depth(SUBSCRIBERS[0]) < total and time.monotonic() < deadline:
             time.sleep(0.1)
-        latencies = sorted(_latencies(qm))
-        return Latency(
-            kind,
-            rate,
-            round(achieved),
-            len(latencies),
-            statistics.median(latencies),
-            latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-            latencies[-1],
-        )
+        return summarise(kind, rate, achieved, latencies(qm, SUBSCRIBERS[0]))
+
+
+def publish_at_rate(qm: QueueManager, rate: int, seconds: float, publishers: int) -> tuple[int, float]:
+    """Put ``rate * seconds`` stamped publications on the default stream from ``publishers``
+    threads; returns how many, and the rate achieved."""
+    total = int(rate * seconds)
+    started = time.perf_counter() + 0.1
+    threads = [
+        threading.Thread(target=_publish, args=(qm, range(n, total, publishers), started, rate))
+        for n in range(publishers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return total, total / (time.perf_counter() - started)
 
 
 def _publish(qm: QueueManager, numbers: range, started: float, rate: int) -> None:
@@ -288,22 +285,38 @@ def _publish(qm: QueueManager, numbers: range, started: float, rate: int) -> Non
         qm.put(DEFAULT_STREAM, publication(k, stamp=True))
 
 
-def _latencies(qm: QueueManager) -> Iterator[int]:
-    """Put-to-delivery milliseconds of every delivery on the first subscriber's queue."""
+def latencies(qm: QueueManager, queue: str) -> Iterator[int]:
+    """Put-to-delivery milliseconds of every delivery on ``queue``."""
     cursor = None
-    while page := qm.browse(SUBSCRIBERS[0], after=cursor, limit=1000):
+    while page := qm.browse(queue, after=cursor, limit=1000):
         for browsed in page:
             yield browsed.put_at - int(browsed.message.body[-BODY_SIZE:][:16].strip() or 0)
         cursor = page[-1].cursor
 
 
+def summarise(kind: str, rate: int, achieved: float, measured: Iterable[int]) -> Latency:
+    ordered = sorted(measured)
+    return Latency(
+        kind,
+        rate,
+        round(achieved),
+        len(ordered),
+        statistics.median(ordered),
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        ordered[-1],
+    )
+
+
 def memory(kind: str, backlog: int, pg_url: str, batch_size: int) -> Memory:
-    """RSS of ``broker serve`` while it drains ``backlog`` preloaded publications."""
+    """RSS of ``broker serve`` while it drains ``backlog`` preloaded publications, sampled
+    every second once it has routed its first batch (before that it is still importing)."""
     with broker_database(kind, pg_url) as (url, qm):
         preload(qm, backlog)
         samples: list[float] = []
         started = time.perf_counter()
         with serving(url, batch_size) as process:
+            while qm.depth(DEFAULT_STREAM) == backlog:
+                time.sleep(0.1)
             while qm.depth(DEFAULT_STREAM):
                 samples.append(_rss_mb(process.pid))
                 time.sleep(1.0)
@@ -373,11 +386,13 @@ def report(results: dict[str, Any]) -> str:
         )
     for row in results.get("memory", []):
         rss = row["rss_mb"]
+        quarter = rss[len(rss) // 4]
         lines += [
             "",
             f"memory while {row['database']} drains {row['backlog']:,} publications "
-            f"({row['seconds']:.0f} s): "
-            f"RSS start {rss[0]:.0f} MB, max {max(rss):.0f} MB, end {rss[-1]:.0f} MB",
+            f"({row['seconds']:.0f} s): RSS after the first batch {rss[0]:.0f} MB, "
+            f"at a quarter {quarter:.0f} MB, max {max(rss):.0f} MB, end {rss[-1]:.0f} MB "
+            f"(growth from a quarter to the end {rss[-1] - quarter:+.0f} MB)",
         ]
     return "\n".join(lines)
 
