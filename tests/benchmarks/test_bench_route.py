@@ -7,6 +7,8 @@ for: a benchmark whose anchor silently routed nothing would flatter the broker.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from broker.bench import route
@@ -31,6 +33,15 @@ def test_streaming_measures_every_delivery_of_a_separate_broker(kind: str) -> No
     latency = route.streaming(kind, rate=50, seconds=1.0, pg_url=PG_ADMIN_URL, batch_size=16)
     assert latency.publications == 50
     assert 0 <= latency.p50_ms <= latency.p99_ms <= latency.max_ms
+
+
+def test_memory_is_sampled_from_a_broker_that_routes_the_whole_backlog() -> None:
+    drained = route.memory("sqlite", 300, PG_ADMIN_URL, batch_size=10)
+    assert drained.backlog == 300
+    assert drained.rss_mb and min(drained.rss_mb) > 10  # a loaded interpreter, not a fresh exec
+    assert "growth from a quarter to the end" in route.report(
+        {"messages": 0, "throughput": [], "latency": [], "memory": [asdict(drained)]}
+    )
 
 
 def test_the_report_prints_the_ratio_to_the_anchor() -> None:
