@@ -210,34 +210,26 @@ def _copy_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
             copy.write_row(row)
 
 
-_CLAIMS: dict[tuple[str, bool, bool, bool], Any] = {}
-
-
-def _claim_statement(dialect: Any, by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
-    """The claim, compiled once per dialect and filter: executed for every batch.
-    On a queue with INDXTYPE(CORRELID) a get by CorrelId asks for ``correl_key``,
-    which only that queue's rows carry, so the partial index serves it."""
-    key = (dialect.name, by_msg_id, by_correl_id, indexed)
-    compiled = _CLAIMS.get(key)
-    if compiled is None:
-        conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now"))]
-        if by_msg_id:
-            conditions.append(messages.c.msg_id == bindparam("msg_id"))
-        if by_correl_id:
-            correl = messages.c.correl_key if indexed else messages.c.correl_id
-            conditions.append(correl == bindparam("correl_id"))
-        chosen = (
-            select(messages.c.id)
-            .where(and_(*conditions))
-            .order_by(messages.c.priority.desc(), messages.c.id)
-            .limit(bindparam("limit"))
-            .with_for_update(skip_locked=True)
-            .cte("claimed")
-            .prefix_with("MATERIALIZED", dialect="postgresql")
-        )
-        stmt = delete(messages).where(messages.c.id.in_(select(chosen.c.id))).returning(*messages.c)
-        compiled = _CLAIMS[key] = stmt.compile(dialect=dialect)
-    return compiled
+def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
+    """The claim for one filter (compiled once per dialect by :func:`_compiled`: it runs
+    for every batch). On a queue with INDXTYPE(CORRELID) a get by CorrelId asks for
+    ``correl_key``, which only that queue's rows carry, so the partial index serves it."""
+    conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now"))]
+    if by_msg_id:
+        conditions.append(messages.c.msg_id == bindparam("msg_id"))
+    if by_correl_id:
+        correl = messages.c.correl_key if indexed else messages.c.correl_id
+        conditions.append(correl == bindparam("correl_id"))
+    chosen = (
+        select(messages.c.id)
+        .where(and_(*conditions))
+        .order_by(messages.c.priority.desc(), messages.c.id)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("claimed")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+    )
+    return delete(messages).where(messages.c.id.in_(select(chosen.c.id))).returning(*messages.c)
 
 
 def claim_messages(
@@ -258,7 +250,8 @@ def claim_messages(
     driver's cursor directly: building SQLAlchemy rows for 1,000 messages would
     cost more than the database does to delete them.
     """
-    compiled = _claim_statement(conn.dialect, msg_id is not None, correl_id is not None, correl_indexed)
+    filters = (msg_id is not None, correl_id is not None, correl_indexed)
+    compiled = _compiled(conn.dialect, f"claim{filters}", _claim_statement, *filters)
     params = {"queue": queue, "now": now, "limit": limit, "msg_id": msg_id, "correl_id": correl_id}
     rows = _fetch(conn, compiled, params)
     # RETURNING order is not the claim order on every database.
