@@ -12,6 +12,8 @@ them); change them only together with a migration.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -102,19 +104,16 @@ messages = Table(
 )
 
 Index("ix_mq_messages_claim", messages.c.queue, messages.c.priority.desc(), messages.c.id)
-Index(
-    "ix_mq_messages_correl_key",
-    messages.c.queue,
-    messages.c.correl_key,
-    postgresql_where=messages.c.correl_key.isnot(None),
-    sqlite_where=messages.c.correl_key.isnot(None),
-)
-Index(
-    "ix_mq_messages_expiry",
-    messages.c.queue,
-    messages.c.expires_at,
-    postgresql_where=messages.c.expires_at.isnot(None),
-    sqlite_where=messages.c.expires_at.isnot(None),
-)
+
+
+def _where_set(name: str, column: Column[Any]) -> Index:
+    """An index on (queue, ``column``) of only the rows where ``column`` is set: both
+    databases then skip the index entirely for the rest, on put and on delete."""
+    present = column.isnot(None)
+    return Index(name, messages.c.queue, column, postgresql_where=present, sqlite_where=present)
+
+
+_where_set("ix_mq_messages_correl_key", messages.c.correl_key)
+_where_set("ix_mq_messages_expiry", messages.c.expires_at)
 
 MESSAGE_COLUMNS = tuple(c.name for c in messages.columns if c.name != "id")
