@@ -20,7 +20,8 @@ MAX_MAX_DEPTH = 999_999_999
 MAX_MAX_MSG_LENGTH = 100 * 1024 * 1024
 USAGES = ("normal", "xmitq")
 DEFINITION_TYPES = ("predefined", "tempdyn", "permdyn")
-INDEX_TYPES = ("none", "correlid")
+CORRELID = "correlid"
+INDEX_TYPES = ("none", CORRELID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,10 @@ class QueueDefinition:
     depth: int = 0
     created_at: int = 0
     altered_at: int = 0
+
+    @property
+    def indexed_by_correl_id(self) -> bool:
+        return self.index_type == CORRELID
 
     @classmethod
     def from_row(cls, row: Any) -> QueueDefinition:

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from queues import dlh, sql
 from queues.database import READ_ONLY, make_engine
-from queues.definition import MAX_MAX_DEPTH, QueueDefinition, check_attributes
+from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
 from queues.ids import mq_date_time, new_msg_id, now_ms
 from queues.message import (
@@ -278,7 +278,7 @@ def message_row(
         m.backout_count,
         now,
         m.body,
-        correl_id if definition.index_type == "correlid" else None,
+        correl_id if definition.indexed_by_correl_id else None,
     )
 
 
@@ -475,7 +475,7 @@ class UnitOfWork:
                 now,
                 msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
                 correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
-                correl_indexed=definition.index_type == "correlid",
+                correl_indexed=definition.indexed_by_correl_id,
             )
         if rows:
             self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
@@ -669,7 +669,7 @@ class QueueManager:
             if not sql.update_queue(conn, name, {**values, "altered_at": now_ms()}):
                 raise UnknownObject(name)
             if "index_type" in values:  # the messages already there follow the new INDXTYPE
-                sql.reindex_correl(conn, name, values["index_type"] == "correlid")
+                sql.reindex_correl(conn, name, values["index_type"] == CORRELID)
         return self.inquire_queue(name)
 
     def delete_queue(self, name: str, *, purge: bool = False) -> int:

@@ -16,7 +16,7 @@ database has a faster native path, and those differences live here too:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -56,11 +56,8 @@ def insert_qmgr(conn: Connection, name: str, now: int, description: str = "") ->
 # --- queue definitions ---------------------------------------------------------------------
 
 
-def select_queues(conn: Connection, names: Iterable[str] | None = None) -> list[Row[Any]]:
-    stmt = select(queues).order_by(queues.c.name)
-    if names is not None:
-        stmt = stmt.where(queues.c.name.in_(list(names)))
-    return list(conn.execute(stmt))
+def select_queues(conn: Connection) -> list[Row[Any]]:
+    return list(conn.execute(select(queues).order_by(queues.c.name)))
 
 
 # Definitions looked up in chunks of at most this many names: the statements are compiled
@@ -77,7 +74,7 @@ def select_definitions(conn: Connection, names: Iterable[str]) -> list[dict[str,
     found = []
     for start in range(0, len(wanted), DEFINITION_CHUNK):
         chunk = wanted[start : start + DEFINITION_CHUNK]
-        compiled = _compiled(conn.dialect, f"definitions{len(chunk)}", _definitions_statement, len(chunk))
+        compiled = _compiled(conn.dialect, ("definitions", len(chunk)), _definitions_statement, len(chunk))
         params = {f"n{i}": name for i, name in enumerate(chunk)}
         found += [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in _fetch(conn, compiled, params)]
     return found
@@ -187,16 +184,12 @@ def insert_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
 COPY_ROWS = 20
 
 
-_COMPILED: dict[str, str] = {}
-
-
 def _insert_sql(conn: Connection) -> str:
-    sql = _COMPILED.get(conn.dialect.name)
-    if sql is None:
-        stmt = insert(messages).values({name: bindparam(name) for name in MESSAGE_COLUMNS})
-        sql = str(stmt.compile(dialect=conn.dialect))
-        _COMPILED[conn.dialect.name] = sql
-    return sql
+    return str(_compiled(conn.dialect, "insert_messages", _insert_statement))
+
+
+def _insert_statement() -> Any:
+    return insert(messages).values({name: bindparam(name) for name in MESSAGE_COLUMNS})
 
 
 _COPY_SQL = f"COPY {messages.name} ({', '.join(MESSAGE_COLUMNS)}) FROM STDIN"
@@ -251,7 +244,7 @@ def claim_messages(
     cost more than the database does to delete them.
     """
     filters = (msg_id is not None, correl_id is not None, correl_indexed)
-    compiled = _compiled(conn.dialect, f"claim{filters}", _claim_statement, *filters)
+    compiled = _compiled(conn.dialect, ("claim", *filters), _claim_statement, *filters)
     params = {"queue": queue, "now": now, "limit": limit, "msg_id": msg_id, "correl_id": correl_id}
     rows = _fetch(conn, compiled, params)
     # RETURNING order is not the claim order on every database.
@@ -263,10 +256,10 @@ def _get_order(row: tuple[Any, ...]) -> tuple[int, int]:
     return (-row[PRIORITY], row[ID])
 
 
-_STATEMENTS: dict[tuple[str, str], Any] = {}
+_STATEMENTS: dict[tuple[str, Hashable], Any] = {}
 
 
-def _compiled(dialect: Any, name: str, build: Any, *args: Any) -> Any:
+def _compiled(dialect: Any, name: Hashable, build: Any, *args: Any) -> Any:
     """``build(*args)`` compiled for ``dialect``, built and compiled only the first time."""
     key = (dialect.name, name)
     compiled = _STATEMENTS.get(key)

@@ -47,6 +47,7 @@ from broker.bench.route import (
     Throughput,
     broker_backlog,
     latencies,
+    latency_lines,
     preload,
     publish_at_rate,
     summarise,
@@ -299,13 +300,5 @@ def report(results: dict[str, Any]) -> str:
     for row in results["throughput"]:
         done = row["network"]["stages"]
         lines.append(f"{row['database']:<12} " + " ".join(f"{done[stage]:>16.2f}" for stage in stages))
-    lines += [
-        "",
-        f"{'streaming':<12} {'rate/s':>8} {'achieved':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}",
-    ]
-    for row in results["latency"]:
-        lines.append(
-            f"{row['database']:<12} {row['rate']:>8} {row['achieved_rate']:>9} {row['p50_ms']:>8.1f} "
-            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
-        )
+    lines += ["", *latency_lines(results["latency"], width=12)]
     return "\n".join(lines)

@@ -315,7 +315,7 @@ def memory(kind: str, backlog: int, pg_url: str, batch_size: int) -> Memory:
         samples: list[float] = []
         started = time.perf_counter()
         with serving(url, batch_size) as process:
-            while qm.depth(DEFAULT_STREAM) == backlog:
+            while qm.depth(DEFAULT_STREAM) == backlog and process.poll() is None:
                 time.sleep(0.1)
             while qm.depth(DEFAULT_STREAM):
                 samples.append(_rss_mb(process.pid))
@@ -362,6 +362,19 @@ def run(
     return results
 
 
+def latency_lines(rows: Iterable[dict[str, Any]], *, width: int) -> list[str]:
+    """The streaming table, shared with the network benchmark's report."""
+    lines = [
+        f"{'streaming':<{width}} {'rate/s':>8} {'achieved':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['database']:<{width}} {row['rate']:>8} {row['achieved_rate']:>9} "
+            f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
+        )
+    return lines
+
+
 def report(results: dict[str, Any]) -> str:
     lines = [
         f"backlog of {results['messages']:,} publications, 10 wildcard subscribers (10 deliveries each)",
@@ -375,15 +388,7 @@ def report(results: dict[str, Any]) -> str:
             f"{row['system']:<20} {pubs:>10,.0f} {row['deliveries'] / row['seconds']:>13,.0f} "
             f"{row['seconds']:>8.2f} {ratio:>12}"
         )
-    lines += [
-        "",
-        f"{'streaming':<20} {'rate/s':>8} {'achieved':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}",
-    ]
-    for row in results["latency"]:
-        lines.append(
-            f"{row['database']:<20} {row['rate']:>8} {row['achieved_rate']:>9} "
-            f"{row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
-        )
+    lines += ["", *latency_lines(results["latency"], width=20)]
     for row in results.get("memory", []):
         rss = row["rss_mb"]
         quarter = rss[len(rss) // 4]
