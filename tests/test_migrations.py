@@ -9,9 +9,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, insert, inspect, select, text
 
 import migrations
+from broker.spark import staging
+from broker.spark.schema import puts
 from migrations.models import target_metadata
 from queues import Message, QueueManager, make_engine
 
@@ -143,3 +145,46 @@ def test_queues_defined_before_indxtype_keep_their_correl_id_index(empty):
     assert qm.inquire_queue("OLD.Q").index_type == "correlid"
     assert qm.define_queue("NEW.Q").index_type == "none"
     assert qm.get("OLD.Q", correl_id=correl).body == b"before"
+
+
+def test_staged_puts_are_stored_in_key_order_on_sqlite_and_kept_across_0009(empty):
+    """0009 rebuilds SQLite's staged puts WITHOUT ROWID (the merge reads them in key order),
+    keeping any row staged before; on PostgreSQL it changes nothing; downgrade undoes it."""
+    migrations.upgrade(empty, "0008")
+    row = dict.fromkeys(staging.PUT_COLUMNS, 0) | {
+        "job": "J1",
+        "seq": 7,
+        "idx": 2,
+        "queue": "SUB.Q",
+        "expires_at": None,
+        "msg_id": b"M" * 24,
+        "correl_id": b"C" * 24,
+        "format": "MQHRF2",
+        "reply_to_q": "",
+        "reply_to_qmgr": "QM1",
+        "user_id": "u",
+        "put_appl_name": "a",
+        "put_date": "20261122",
+        "put_time": "00000000",
+        "body": b"staged before",
+        "correl_key": None,
+    }
+    with empty.begin() as conn:
+        conn.execute(insert(puts), [row])
+
+    def stored() -> tuple[bool, list[Any]]:
+        with empty.connect() as conn:
+            rows = [tuple(r) for r in conn.execute(select(puts.c.job, puts.c.seq, puts.c.idx, puts.c.body))]
+            if empty.dialect.name != "sqlite":
+                return False, rows
+            ddl = conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE name = 'psb_spark_puts'"
+            ).scalar_one()
+            return ddl.endswith("WITHOUT ROWID"), rows
+
+    assert stored() == (False, [("J1", 7, 2, b"staged before")])
+    migrations.upgrade(empty)
+    assert stored() == (empty.dialect.name == "sqlite", [("J1", 7, 2, b"staged before")])
+    assert differences(empty) == []
+    migrations.downgrade(empty, "0008")
+    assert stored() == (False, [("J1", 7, 2, b"staged before")])

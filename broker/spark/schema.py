@@ -84,6 +84,8 @@ puts = Table(
     Column("asked_priority", SmallInteger, nullable=False),
     Column("asked_persistence", SmallInteger, nullable=False),
     *(Column(c.name, c.type, nullable=c.nullable) for c in messages.columns if c.name != "id"),
+    # Rows in key order: the merge reads a job's puts in (job, seq, idx) order (migration 0009).
+    sqlite_with_rowid=False,
 )
 
 # Retained publications set by the backlog: the publication is the input message itself.
