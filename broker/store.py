@@ -39,6 +39,7 @@ from broker.schema import (
 from broker.state import BrokerConfig, BrokerState, Neighbour, QueueDirectory
 from broker.subscription import Identity, Subscription, SubscriptionKey
 from broker.topics import SEPARATOR, levels_match, literal_prefix, matches, split_levels
+from queues import sql
 from queues.ids import now_ms
 from queues.message import Message
 
@@ -326,7 +327,13 @@ def load_authority(conn: Connection, *, default_allow: bool, admin_group: str) -
 
 
 def current_version(conn: Connection) -> int:
-    return int(conn.execute(select(meta.c.version).where(meta.c.id == 1)).scalar_one())
+    """Asked by every batch of every router: compiled once."""
+    ((version,),) = sql.fetch_cached(conn, "state_version", _version_statement)
+    return int(version)
+
+
+def _version_statement() -> Any:
+    return select(meta.c.version).where(meta.c.id == 1)
 
 
 def log_changes(conn: Connection, entries: Sequence[tuple[str, bytes]]) -> int:

@@ -6,6 +6,7 @@ work, browse, expiry, backout and a dead-letter queue with MQDLH headers.
 
 from __future__ import annotations
 
+from queues.checkpoints import BACKSTOP_PAGES, Checkpointer
 from queues.database import make_engine
 from queues.definition import QueueDefinition
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
@@ -15,8 +16,10 @@ from queues.names import DEAD_LETTER_QUEUE
 from queues.reasons import Reason, reason_name
 
 __all__ = [
+    "BACKSTOP_PAGES",
     "DEAD_LETTER_QUEUE",
     "Browsed",
+    "Checkpointer",
     "MQError",
     "Message",
     "NoMessageAvailable",

@@ -33,6 +33,7 @@ from sqlalchemy import Connection, bindparam, select, update
 
 from broker.spark.schema import leases
 from broker.spark.staging import insert_new
+from queues import sql
 from queues.errors import MQError
 from queues.reasons import Reason
 
@@ -59,12 +60,13 @@ _LOCKS = {True: _lease_row.with_for_update(), False: _lease_row.with_for_update(
 def _locked(conn: Connection, resource: str, *, exclusive: bool) -> tuple[str, int]:
     """(owner, until) of ``resource``, its row locked until the transaction ends."""
     stmt = _LOCKS[exclusive]
-    row = conn.execute(stmt, {"resource": resource}).first()
-    if row is None:
+    rows = sql.fetch_cached(conn, ("lease", exclusive), lambda: stmt, {"resource": resource})
+    if not rows:
         free = {"resource": resource, "owner": FREE, "until": 0}
         conn.execute(insert_new(conn, leases, ("resource",)), free)
-        row = conn.execute(stmt, {"resource": resource}).one()
-    return row.owner, row.until
+        rows = sql.fetch_cached(conn, ("lease", exclusive), lambda: stmt, {"resource": resource})
+    ((owner, until),) = rows
+    return owner, until
 
 
 def ensure(conn: Connection, resource: str) -> None:

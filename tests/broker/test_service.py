@@ -8,12 +8,13 @@ queue, and the state tables another process would see.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from broker import engine as routing_engine
 from broker import service as service_module
@@ -39,6 +40,7 @@ from tests.e2e.harness import (
     service,
     shared_database,
 )
+from tests.statements import recorded
 
 # One database per dialect for the module, emptied before each test (see tests.e2e.harness).
 shared = pytest.fixture(scope="module", params=DIALECTS)(shared_database)
@@ -384,6 +386,26 @@ def test_the_loop_is_not_stalled_by_poison(broker: Broker, exploding_engine: Non
     assert broker.qm.depth(REPLY) == 4 + 6 + 2  # ok for the good ones, errors for the NAN datagrams and BOOMs
 
 
+def test_the_running_service_checkpoints_a_sqlite_log_on_a_thread_of_its_own(broker: Broker) -> None:
+    def checkpointing() -> bool:
+        return any(thread.name == "wal-checkpoints" for thread in threading.enumerate())
+
+    on_file = broker.qm.engine.dialect.name == "sqlite"
+    broker.define("NEWS.Q")
+    broker.subscribe("News/#", "NEWS.Q")
+    loop = ServiceThread(broker.service).start()
+    try:
+        broker.put(psc_text("Publish", "News/Flash"), payload=b"hello")
+        deadline = time.monotonic() + 20
+        while broker.qm.depth("NEWS.Q") == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert checkpointing() is on_file
+    finally:
+        loop.stop()
+    assert not checkpointing()
+    assert bodies(drain(broker.qm, "NEWS.Q")) == ["hello"]
+
+
 def test_a_batch_that_fails_is_retried_message_by_message(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -517,14 +539,8 @@ def test_changes_made_by_another_process_are_honoured_at_the_next_batch(
 
 @pytest.fixture
 def statements(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        seen.append(" ".join(statement.split()))
-
-    event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(engine, "before_cursor_execute", record)
+    with recorded(engine) as seen:
+        yield seen
 
 
 def test_state_check_costs_one_query_per_batch_when_nothing_changed(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from sqlalchemy import Engine, delete, event, select, update
+from sqlalchemy import Engine, delete, select, update
 
 from broker import brokerpath, psc, rfh2, store
 from broker.authority import AclRule, Permission, PrincipalKind
@@ -28,6 +28,7 @@ from broker.subscription import Identity, Subscription, SubscriptionKey
 from queues.message import MQFMT_STRING, MQMT_DATAGRAM, MQPER_PERSISTENT, derive
 from tests.conftest import DIALECTS
 from tests.e2e.harness import emptied_database, shared_database
+from tests.statements import recorded
 
 # One database per dialect for the module, emptied before each test (see tests.e2e.harness).
 shared = pytest.fixture(scope="module", params=DIALECTS)(shared_database)
@@ -134,15 +135,8 @@ def b(engine: Engine) -> Process:
 @pytest.fixture
 def statements(engine: Engine) -> Iterator[list[str]]:
     """Every statement on a broker-state table, as sent to the database."""
-    seen: list[str] = []
-
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if "psb_" in statement:
-            seen.append(" ".join(statement.split()))
-
-    event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(engine, "before_cursor_execute", record)
+    with recorded(engine, containing="psb_") as seen:
+        yield seen
 
 
 def subscriptions_of(state: BrokerState) -> list[Subscription]:
