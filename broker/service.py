@@ -49,7 +49,7 @@ from broker.spark import lease
 from broker.state import BrokerConfig, BrokerState, QueueInfo
 from broker.subscription import DEFAULT_SUB_POINT
 from broker.system import CONTROL_QUEUE, INTER_BROKER_QUEUE
-from queues import Checkpointer, Message, QueueManager, UnitOfWork, xqh
+from queues import Message, QueueManager, UnitOfWork, xqh
 from queues.errors import MQError
 from queues.ids import mq_timestamp_ms, now_ms
 from queues.message import CCSID_UTF8, MQENC_NORMAL, MQFMT_XMIT_Q_HEADER, derive
@@ -187,8 +187,7 @@ class RoutingService:
             )
             thread.start()
         try:
-            with Checkpointer(self.qm.engine):
-                self._loop()
+            self._loop()
         finally:
             self._stop.set()
             if thread is not None:

@@ -6,7 +6,6 @@ work, browse, expiry, backout and a dead-letter queue with MQDLH headers.
 
 from __future__ import annotations
 
-from queues.checkpoints import BACKSTOP_PAGES, Checkpointer
 from queues.database import make_engine
 from queues.definition import QueueDefinition
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
@@ -16,10 +15,8 @@ from queues.names import DEAD_LETTER_QUEUE
 from queues.reasons import Reason, reason_name
 
 __all__ = [
-    "BACKSTOP_PAGES",
     "DEAD_LETTER_QUEUE",
     "Browsed",
-    "Checkpointer",
     "MQError",
     "Message",
     "NoMessageAvailable",

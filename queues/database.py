@@ -44,16 +44,13 @@ def make_engine(
     *,
     sqlite_synchronous: str = "FULL",
     busy_timeout_ms: int = 30_000,
-    sqlite_autocheckpoint: int | None = None,
     **kwargs: Any,
 ) -> Engine:
-    """An engine for ``url`` with the transaction behaviour the queue manager relies on.
-    ``sqlite_autocheckpoint`` (pages) is for a process that checkpoints on a thread of its
-    own (:mod:`queues.checkpoints`); others keep SQLite's 1,000."""
+    """An engine for ``url`` with the transaction behaviour the queue manager relies on."""
     url = normalise_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_engine(url, **kwargs)
-        _configure_sqlite(engine, sqlite_synchronous.upper(), busy_timeout_ms, sqlite_autocheckpoint)
+        _configure_sqlite(engine, sqlite_synchronous.upper(), busy_timeout_ms)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 5)
@@ -61,9 +58,7 @@ def make_engine(
     return create_engine(url, **kwargs)
 
 
-def _configure_sqlite(
-    engine: Engine, synchronous: str, busy_timeout_ms: int, autocheckpoint: int | None
-) -> None:
+def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) -> None:
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"sqlite synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
 
@@ -77,8 +72,6 @@ def _configure_sqlite(
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA temp_store=MEMORY")
-        if autocheckpoint is not None:
-            cursor.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -42,7 +42,7 @@ from broker.options import RegOpt
 from broker.provision import prepare_database
 from broker.service import RoutingService
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
-from queues import BACKSTOP_PAGES, Checkpointer, QueueManager, make_engine
+from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
 from queues.ids import now_ms
 from queues.message import MQFMT_STRING, derive
@@ -173,14 +173,11 @@ def broker_backlog(kind: str, count: int, pg_url: str, batch_size: int) -> Throu
     """Preload ``count`` publications, then time the service until all are routed."""
     with broker_database(kind, pg_url) as (url, qm):
         preload(qm, count)
-        # The service's own engine, checkpointing as broker serve does.
-        engine = make_engine(url, sqlite_autocheckpoint=BACKSTOP_PAGES)
-        with QueueManager(engine, appl_name="broker") as router, Checkpointer(engine):
-            service = RoutingService(router, Settings(database_url=url, batch_size=batch_size))
-            started = time.perf_counter()
-            while qm.depth(DEFAULT_STREAM):
-                service.run_once()
-            seconds = time.perf_counter() - started
+        service = RoutingService(qm, Settings(database_url=url, batch_size=batch_size))
+        started = time.perf_counter()
+        while qm.depth(DEFAULT_STREAM):
+            service.run_once()
+        seconds = time.perf_counter() - started
         return Throughput(f"broker/{kind}", count, delivered(qm), seconds)
 
 

@@ -45,17 +45,9 @@ class Context:
             config_file=self.args.config,
         )
 
-    # Pages at which this process's SQLite connections checkpoint by themselves: left to
-    # SQLite unless the command runs a Checkpointer (``broker serve`` does).
-    sqlite_autocheckpoint: int | None = None
-
     @cached_property
     def _engine(self) -> Any:
-        return make_engine(
-            self.settings.database_url,
-            sqlite_synchronous=self.settings.sqlite_synchronous,
-            sqlite_autocheckpoint=self.sqlite_autocheckpoint,
-        )
+        return make_engine(self.settings.database_url, sqlite_synchronous=self.settings.sqlite_synchronous)
 
     def engine(self) -> Any:
         """One engine per invocation, shared by every step and disposed of at the end."""

@@ -8,7 +8,6 @@ import argparse
 from broker.cli.context import Context
 from broker.provision import prepare_database
 from broker.service import RoutingService
-from queues import BACKSTOP_PAGES
 
 
 def add_listen_flags(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +36,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(ctx: Context) -> None:
-    ctx.sqlite_autocheckpoint = BACKSTOP_PAGES  # the service checkpoints on a thread of its own
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)
     if not ctx.args.api:

@@ -8,7 +8,6 @@ queue, and the state tables another process would see.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -384,26 +383,6 @@ def test_the_loop_is_not_stalled_by_poison(broker: Broker, exploding_engine: Non
     reasons = [d.header.reason for d in dead_letters(broker.qm)]
     assert sorted(reasons) == [Reason.MQRC_RFH_PARM_ERROR] * 6 + [Reason.MQRCCF_COMMAND_FAILED] * 2
     assert broker.qm.depth(REPLY) == 4 + 6 + 2  # ok for the good ones, errors for the NAN datagrams and BOOMs
-
-
-def test_the_running_service_checkpoints_a_sqlite_log_on_a_thread_of_its_own(broker: Broker) -> None:
-    def checkpointing() -> bool:
-        return any(thread.name == "wal-checkpoints" for thread in threading.enumerate())
-
-    on_file = broker.qm.engine.dialect.name == "sqlite"
-    broker.define("NEWS.Q")
-    broker.subscribe("News/#", "NEWS.Q")
-    loop = ServiceThread(broker.service).start()
-    try:
-        broker.put(psc_text("Publish", "News/Flash"), payload=b"hello")
-        deadline = time.monotonic() + 20
-        while broker.qm.depth("NEWS.Q") == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert checkpointing() is on_file
-    finally:
-        loop.stop()
-    assert not checkpointing()
-    assert bodies(drain(broker.qm, "NEWS.Q")) == ["hello"]
 
 
 def test_a_batch_that_fails_is_retried_message_by_message(
