@@ -502,6 +502,9 @@ class UnitOfWork:
 
     def commit(self) -> None:
         with _translated():
+            # The notification first: the depth rows' locks are then held for one statement
+            # and the commit only (a rollback withdraws the notification with the rest).
+            sql.notify_arrivals(self.connection, self._arrivals)
             index_types = {name: d.index_type for name, d in self._definitions.items() if d is not None}
             refused = sql.apply_depth(self.connection, self._deltas, index_types)
             if refused:
@@ -511,7 +514,6 @@ class UnitOfWork:
                     Reason.MQRC_Q_FULL,
                     f"queue full, deleted or re-indexed at commit: {', '.join(refused)}",
                 )
-            sql.notify_arrivals(self.connection, self._arrivals)
             self._transaction.commit()
         if self._arrivals:
             self._qm.notifier.announce(self._arrivals)
