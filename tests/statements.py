@@ -15,7 +15,9 @@ from queues import sql
 @contextmanager
 def recorded(engine: Engine, containing: str = "") -> Iterator[list[str]]:
     """Every statement containing ``containing`` sent on ``engine``, whitespace folded: those
-    SQLAlchemy executes and those ``queues.sql`` compiles once and runs on the driver's cursor."""
+    SQLAlchemy executes, and the reads ``queues.sql`` runs on the driver's cursor (claims,
+    definitions, ``fetch_cached``). Its bulk writes on the cursor (inserts, ``COPY``, the
+    pipelined depth changes) are not seen."""
     seen: list[str] = []
 
     def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
@@ -25,7 +27,8 @@ def recorded(engine: Engine, containing: str = "") -> Iterator[list[str]]:
     fetch = sql._fetch
 
     def fetch_recorded(conn: Any, compiled: Any, params: Any) -> Any:
-        record(conn, None, compiled.string)
+        if conn.engine is engine:
+            record(conn, None, compiled.string)
         return fetch(conn, compiled, params)
 
     event.listen(engine, "before_cursor_execute", record)
