@@ -29,6 +29,8 @@ judged on each process's own clock: keep clocks within a fraction of the lease.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, bindparam, select, update
 
 from broker.spark.schema import leases
@@ -59,14 +61,18 @@ _LOCKS = {True: _lease_row.with_for_update(), False: _lease_row.with_for_update(
 
 def _locked(conn: Connection, resource: str, *, exclusive: bool) -> tuple[str, int]:
     """(owner, until) of ``resource``, its row locked until the transaction ends."""
-    stmt = _LOCKS[exclusive]
-    rows = sql.fetch_cached(conn, ("lease", exclusive), lambda: stmt, {"resource": resource})
+    rows = _read(conn, resource, exclusive)
     if not rows:
         free = {"resource": resource, "owner": FREE, "until": 0}
         conn.execute(insert_new(conn, leases, ("resource",)), free)
-        rows = sql.fetch_cached(conn, ("lease", exclusive), lambda: stmt, {"resource": resource})
+        rows = _read(conn, resource, exclusive)
     ((owner, until),) = rows
     return owner, until
+
+
+def _read(conn: Connection, resource: str, exclusive: bool) -> list[tuple[Any, ...]]:
+    """The lease row, locked: compiled once, since a router reads it in every batch."""
+    return sql.fetch_cached(conn, ("lease", exclusive), lambda: _LOCKS[exclusive], {"resource": resource})
 
 
 def ensure(conn: Connection, resource: str) -> None:
