@@ -11,6 +11,10 @@ messages, publisher confirms with ``--confirm-window`` (default 500) in flight;
 timed until the last confirm. Both sides make the same promise when they say done:
 every delivery is on disk in its subscriber queue.
 
+Scale-out: the PostgreSQL backlog again with ``--scale-out`` routing processes (default
+2) sharing the stream, as several ``broker serve`` processes do (``docs/operations.md``:
+order is then kept within a batch, not across batches).
+
 Streaming: a publisher puts at a fixed rate while ``broker serve`` (a separate
 process) routes; put-to-delivery latency is each delivery's commit-time stamp minus
 the publisher's timestamp carried in the body.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import statistics
 import subprocess
 import sys
@@ -169,16 +174,53 @@ def delivered(qm: QueueManager) -> int:
     return sum(qm.depth(name) for name in SUBSCRIBERS)
 
 
-def broker_backlog(kind: str, count: int, pg_url: str, batch_size: int) -> Throughput:
-    """Preload ``count`` publications, then time the service until all are routed."""
+def broker_backlog(kind: str, count: int, pg_url: str, batch_size: int, routers: int = 1) -> Throughput:
+    """Preload ``count`` publications, then time the service until all are routed: in this
+    process, or with ``routers`` > 1 by that many routing processes sharing the stream
+    (the scale-out of ``docs/operations.md``), each started before the clock starts."""
     with broker_database(kind, pg_url) as (url, qm):
         preload(qm, count)
-        service = RoutingService(qm, Settings(database_url=url, batch_size=batch_size))
-        started = time.perf_counter()
-        while qm.depth(DEFAULT_STREAM):
-            service.run_once()
-        seconds = time.perf_counter() - started
-        return Throughput(f"broker/{kind}", count, delivered(qm), seconds)
+        if routers == 1:
+            started = time.perf_counter()
+            _drain(qm, RoutingService(qm, Settings(database_url=url, batch_size=batch_size)))
+            seconds = time.perf_counter() - started
+        else:
+            seconds = _drain_in_processes(url, batch_size, routers)
+        system = f"broker/{kind}" + (f" x{routers}" if routers > 1 else "")
+        return Throughput(system, count, delivered(qm), seconds)
+
+
+def _drain(qm: QueueManager, service: RoutingService) -> None:
+    while qm.depth(DEFAULT_STREAM):
+        service.run_once()
+
+
+def _drain_in_processes(url: str, batch_size: int, routers: int) -> float:
+    context = multiprocessing.get_context("spawn")  # no engine or connection crosses a fork
+    ready = context.Barrier(routers + 1)
+    processes = [context.Process(target=_router, args=(url, batch_size, ready)) for _ in range(routers)]
+    for process in processes:
+        process.start()
+    ready.wait(timeout=120)
+    started = time.perf_counter()
+    for process in processes:
+        process.join()
+    seconds = time.perf_counter() - started
+    if any(process.exitcode for process in processes):
+        raise RuntimeError(f"a routing process failed: exit codes {[p.exitcode for p in processes]}")
+    return seconds
+
+
+def _router(url: str, batch_size: int, ready: Any) -> None:
+    """One routing process of the scale-out measurement (it loads its state in its first
+    batch, on the clock, as the one-process measurement does)."""
+    qm = QueueManager(make_engine(url), appl_name="bench", user_id="bench")
+    service = RoutingService(qm, Settings(database_url=url, batch_size=batch_size))
+    ready.wait(timeout=120)
+    try:
+        _drain(qm, service)
+    finally:
+        qm.close()
 
 
 def rabbit_backlog(count: int, window: int) -> Throughput:
@@ -343,13 +385,14 @@ def run(
     stream_seconds: float = 10.0,
     publishers: int = PUBLISHERS,
     memory_backlog: int = 0,
+    scale_out: int = 2,
     with_rabbit: bool = True,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {"messages": messages}
     anchor = rabbit_backlog(messages, window) if with_rabbit else None
     results["throughput"] = [asdict(anchor)] if anchor else []
-    for kind in databases:
-        mine = broker_backlog(kind, messages, pg_url, batch_size)
+    for kind, routers in _backlog_runs(databases, scale_out):
+        mine = broker_backlog(kind, messages, pg_url, batch_size, routers)
         row = asdict(mine)
         if anchor:
             row["ratio_to_rabbitmq"] = mine.publications_per_second / anchor.publications_per_second
@@ -360,6 +403,15 @@ def run(
     if memory_backlog:
         results["memory"] = [asdict(memory(databases[0], memory_backlog, pg_url, batch_size))]
     return results
+
+
+def _backlog_runs(databases: Sequence[str], scale_out: int) -> list[tuple[str, int]]:
+    """One router per database, then ``scale_out`` routers on PostgreSQL (SQLite has one
+    writer: more routers add nothing there, ``docs/operations.md``)."""
+    runs = [(kind, 1) for kind in databases]
+    if scale_out > 1 and "postgresql" in databases:
+        runs.append(("postgresql", scale_out))
+    return runs
 
 
 def latency_lines(rows: Iterable[dict[str, Any]], *, width: int) -> list[str]:
@@ -413,6 +465,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream-seconds", type=float, default=10.0)
     parser.add_argument("--publishers", type=int, default=PUBLISHERS, help="threads sharing the rate")
     parser.add_argument("--memory-backlog", type=int, default=0)
+    parser.add_argument(
+        "--scale-out", type=int, default=2, help="routers sharing the stream on PostgreSQL (1: none)"
+    )
     parser.add_argument("--json", action="store_true")
 
 
@@ -427,6 +482,7 @@ def command(args: argparse.Namespace) -> None:
         stream_seconds=args.stream_seconds,
         publishers=args.publishers,
         memory_backlog=args.memory_backlog,
+        scale_out=args.scale_out,
     )
     print(json.dumps(results, indent=2) if args.json else report(results))
 

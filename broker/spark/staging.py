@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from broker.spark.schema import STAGING, deferred, parts, puts, retained, runs
 from queues.schema import MESSAGE_COLUMNS, messages, queues
+from queues.sql import copy_rows
 
 # A staged input's place in the service's get order (priority DESC, id), as one integer:
 # priorities 0..9 above 44 bits of row id.
@@ -155,16 +156,11 @@ def write_puts(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        with driver.cursor() as cursor, cursor.copy(_COPY_PUTS) as copy:
-            for row in rows:
-                copy.write_row(row)
+        copy_rows(conn, puts, PUT_COLUMNS, rows)
     else:
         conn.exec_driver_sql(_compiled(conn, puts), list(rows))
 
 
-_COPY_PUTS = f"COPY {puts.name} ({', '.join(PUT_COLUMNS)}) FROM STDIN"
 _INSERTS: dict[tuple[str, str], str] = {}
 
 

@@ -28,6 +28,18 @@ def test_the_broker_backlog_delivers_every_copy(kind: str) -> None:
     assert (mine.publications, mine.deliveries) == (40, 40 * len(route.SUBSCRIBERS))
 
 
+def test_scaled_out_routers_share_the_backlog_without_double_delivery() -> None:
+    shared = route.broker_backlog("postgresql", 400, PG_ADMIN_URL, batch_size=8, routers=2)
+    assert shared.system == "broker/postgresql x2"
+    assert (shared.publications, shared.deliveries) == (400, 400 * len(route.SUBSCRIBERS))
+
+
+def test_scale_out_is_measured_on_postgresql_only() -> None:
+    assert route._backlog_runs(DATABASES, 2) == [("sqlite", 1), ("postgresql", 1), ("postgresql", 2)]
+    assert route._backlog_runs(("sqlite",), 2) == [("sqlite", 1)]
+    assert route._backlog_runs(DATABASES, 1) == [("sqlite", 1), ("postgresql", 1)]
+
+
 @pytest.mark.parametrize("kind", DATABASES)
 def test_streaming_measures_every_delivery_of_a_separate_broker(kind: str) -> None:
     latency = route.streaming(kind, rate=50, seconds=1.0, pg_url=PG_ADMIN_URL, batch_size=16)
