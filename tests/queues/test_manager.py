@@ -397,6 +397,54 @@ def test_priority_then_fifo_within_one_put_many_and_get_batch(qm):
     assert [m.body for m in rest] == EXPECTED_ORDER[3:]
 
 
+def test_a_bulk_put_keeps_every_descriptor_field_and_byte(qm):
+    """Enough messages for PostgreSQL's binary COPY path: every field comes back as put,
+    whatever the bytes, the extremes of each integer column and the unset expiry."""
+    qm.define_queue("APP.Q")
+    every_byte = bytes(range(256)) * 3
+    sent = [
+        Message(
+            body=every_byte[i:] + NUL * i,
+            msg_id=bytes([i + 1]) * 24,
+            correl_id=bytes([255 - i]) * 24,
+            format="MQSTR",
+            encoding=2**31 - 1 if i % 2 else 273,
+            ccsid=1208,
+            msg_type=8,
+            report=-(2**31) if i == 3 else 0,
+            reply_to_q="REPLY.Q",
+            reply_to_qmgr="QM2",
+            user_id="app",
+            persistence=i % 2,
+            priority=9 - i % 10,
+            expiry=-1 if i % 3 else 2**31 - 1,
+            put_appl_name="bulk",
+        )
+        for i in range(sql.COPY_ROWS + 5)
+    ]
+    qm.put_many([("APP.Q", m) for m in sent])
+    got = {m.msg_id: m for m in drain(qm, "APP.Q")}
+    assert len(got) == len(sent)
+    for m in sent:
+        back = got[m.msg_id]
+        assert back.body == m.body
+        assert back.format == "MQSTR   "
+        assert (back.correl_id, back.encoding, back.report, back.persistence, back.priority) == (
+            m.correl_id,
+            m.encoding,
+            m.report,
+            m.persistence,
+            m.priority,
+        )
+        assert back.expiry == -1 if m.expiry == -1 else 0 < back.expiry <= m.expiry
+        assert (back.reply_to_q, back.reply_to_qmgr, back.user_id, back.put_appl_name) == (
+            "REPLY.Q",
+            "QM2",
+            "app",
+            "bulk",
+        )
+
+
 def test_get_by_msg_id(qm):
     qm.define_queue("APP.Q")
     ids = [qm.put("APP.Q", msg(i)) for i in range(3)]
