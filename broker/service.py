@@ -266,7 +266,9 @@ class RoutingService:
         with self.qm.unit_of_work() as uow:
             if queue in self.config.streams and self._leased(uow, queue):
                 return BatchResult(0, [])
-            messages = uow.get_batch(queue, size)
+            # Batches of a stream commit in the order they were claimed, so that routers
+            # sharing it keep its publications in order (docs/operations.md, scaling out).
+            messages = uow.get_batch(queue, size, in_turn=queue in self.config.streams)
             if not messages:
                 return BatchResult(0, [])
             state = self._state(uow)
@@ -279,6 +281,7 @@ class RoutingService:
                 state.apply_all(outcome.effects)
                 outcomes.append(outcome)
                 effects.extend(outcome.effects)
+            uow.await_turn()  # before the writes that lock what the previous batch also locks
             dead = self._apply(uow, effects)
         elapsed = time.perf_counter() - started
         self._account(queue, outcomes, dead, elapsed, now_ms(), messages)
@@ -313,6 +316,7 @@ class RoutingService:
             for name in sorted(self._linked - linked):
                 effects.extend(neighbours.forget(state, name, now))
             state.apply_all(effects)
+            uow.await_turn()
             self._apply(uow, effects)
             self._linked = linked
         return state

@@ -17,9 +17,10 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -319,6 +320,7 @@ class UnitOfWork:
         self._deltas: dict[str, int] = {}
         self._gotten: list[int] = []
         self._arrivals: set[str] = set()
+        self._turn: int | None = None  # see get_batch(in_turn=True)
         self._transaction = connection.begin()
 
     @property
@@ -458,29 +460,62 @@ class UnitOfWork:
         *,
         msg_id: bytes | None = None,
         correl_id: bytes | None = None,
+        in_turn: bool = False,
     ) -> list[Message]:
-        """Destructively get up to ``limit`` messages in priority-then-FIFO order."""
+        """Destructively get up to ``limit`` messages in priority-then-FIFO order.
+
+        ``in_turn``: units of work that claim this way commit in the order they claimed,
+        however many processes claim concurrently (on PostgreSQL; SQLite's single writer
+        orders them anyway). Call :meth:`await_turn` before the first write that another
+        claimant may also need to lock; :meth:`commit` calls it in any case."""
         definition = self.definitions([queue])[queue]
         if definition is None:
             raise UnknownObject(queue)
         if not definition.get_enabled:
             raise MQError(Reason.MQRC_GET_INHIBITED, f"gets from {queue} are inhibited")
         now = now_ms()
+        claim = partial(
+            sql.claim_messages,
+            self.connection,
+            queue,
+            limit,
+            now,
+            msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
+            correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
+            correl_indexed=definition.indexed_by_correl_id,
+        )
         with _translated():
             self._sweep_expired(queue, now)
-            rows = sql.claim_messages(
-                self.connection,
-                queue,
-                limit,
-                now,
-                msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
-                correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
-                correl_indexed=definition.indexed_by_correl_id,
-            )
+            rows = self._claim_in_turn(claim) if in_turn else claim()
         if rows:
             self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
             self._gotten.extend(row[sql.ID] for row in rows)
         return [_row_to_message(row, now) for row in rows]
+
+    def _claim_in_turn(self, claim: Callable[[], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+        """Claim while claims are serialised, and draw a turn if this is the unit of work's
+        first claim that takes messages. The serialising lock belongs to the session, so a
+        failure in between closes the connection rather than hand the lock to the pool."""
+        conn = self.connection
+        try:
+            sql.lock_claims(conn)
+            rows = claim()
+            if rows and self._turn is None:
+                self._turn = sql.take_turn(conn) or 0
+            else:
+                sql.unlock_claims(conn)
+        except BaseException:
+            conn.invalidate()
+            raise
+        return rows
+
+    def await_turn(self) -> None:
+        """Wait until the unit of work that claimed before this one has ended (see
+        :meth:`get_batch`); at once when it has, or when this one took no turn."""
+        if self._turn:
+            with _translated():
+                sql.await_turn(self.connection, self._turn)
+            self._turn = 0
 
     def _sweep_expired(self, queue: str, now: int) -> None:
         """Remove expired messages, at most once a second per queue per process."""
@@ -501,6 +536,7 @@ class UnitOfWork:
     # -- syncpoint -------------------------------------------------------------------------
 
     def commit(self) -> None:
+        self.await_turn()
         with _translated():
             # The notification first: the depth rows' locks are then held for one statement
             # and the commit only (a rollback withdraws the notification with the rest).

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Sequence,
     SmallInteger,
     String,
     Table,
@@ -115,5 +116,9 @@ def _where_set(name: str, column: Column[Any]) -> Index:
 
 _where_set("ix_mq_messages_correl_key", messages.c.correl_key)
 _where_set("ix_mq_messages_expiry", messages.c.expires_at)
+
+# The turns of concurrent claims on PostgreSQL (``queues.sql``, "claim turns"): 1..2147483646,
+# cycling. Migration 0010 creates it there; SQLite has no sequences and needs none.
+claim_turns = Sequence("mq_claim_turns")
 
 MESSAGE_COLUMNS = tuple(c.name for c in messages.columns if c.name != "id")

@@ -33,13 +33,14 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
     update,
 )
 
-from queues.schema import MESSAGE_COLUMNS, messages, qmgr, queues
+from queues.schema import MESSAGE_COLUMNS, claim_turns, messages, qmgr, queues
 
 NOTIFY_CHANNEL = "mq_put"
 # Positions in a message row (table column order), for the hot paths that read tuples.
@@ -237,6 +238,61 @@ def _pg_type(column_type: Any) -> str:
         if isinstance(column_type, sa_type):
             return name
     raise TypeError(f"no binary COPY type for {column_type!r}")
+
+
+# --- claim turns (PostgreSQL) ----------------------------------------------------------------
+# Routers that claim batches of one queue concurrently commit them in claim order: each claim
+# that takes messages draws a turn while claims are serialised, holds the turn's lock until it
+# ends, and waits for the previous turn's lock before it writes (``UnitOfWork.get_batch(...,
+# in_turn=True)``). Advisory locks of class TURN_LOCK_CLASS: key 0 serialises the claims, key
+# n > 0 is held by the unit of work of turn n. SQLite has one writer, so all of this is moot there.
+
+TURN_LOCK_CLASS = 0x4D515455  # "MQTU"
+_LAST_TURN = 2147483646
+
+
+def lock_claims(conn: Connection) -> None:
+    """Serialise claims with other turn-taking claims (a session lock: released by
+    :func:`take_turn` or :func:`unlock_claims`, or by closing the connection)."""
+    if conn.dialect.name == "postgresql":
+        fetch_cached(conn, "lock_claims", lambda: select(func.pg_advisory_lock(_TURN_CLASS, 0)))
+
+
+def unlock_claims(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        fetch_cached(conn, "unlock_claims", lambda: select(func.pg_advisory_unlock(_TURN_CLASS, 0)))
+
+
+def take_turn(conn: Connection) -> int | None:
+    """Draw this transaction's turn and hold its lock until the transaction ends, then let
+    the next claim in; in one round trip. None on SQLite."""
+    if conn.dialect.name != "postgresql":
+        return None
+    ((turn, *_),) = fetch_cached(conn, "take_turn", _take_turn_statement)
+    return int(turn)
+
+
+def _take_turn_statement() -> Any:
+    drawn = select(claim_turns.next_value().cast(Integer).label("turn")).subquery("drawn")
+    return select(
+        drawn.c.turn,
+        func.pg_advisory_xact_lock(_TURN_CLASS, drawn.c.turn),
+        func.pg_advisory_unlock(_TURN_CLASS, 0),
+    )
+
+
+def await_turn(conn: Connection, turn: int) -> None:
+    """Wait until the transaction holding the previous turn has ended (at once if it has)."""
+    previous = turn - 1 if turn > 1 else _LAST_TURN
+    fetch_cached(
+        conn,
+        "await_turn",
+        lambda: select(func.pg_advisory_xact_lock_shared(_TURN_CLASS, bindparam("previous", type_=Integer))),
+        {"previous": previous},
+    )
+
+
+_TURN_CLASS = literal(TURN_LOCK_CLASS, Integer)
 
 
 def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:

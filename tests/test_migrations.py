@@ -15,7 +15,7 @@ import migrations
 from broker.spark import staging
 from broker.spark.schema import puts
 from migrations.models import target_metadata
-from queues import Message, QueueManager, make_engine
+from queues import Message, QueueManager, make_engine, sql
 
 QUEUE_TABLES = {"mq_qmgr", "mq_queues", "mq_messages"}
 
@@ -188,3 +188,18 @@ def test_staged_puts_are_stored_in_key_order_on_sqlite_and_kept_across_0009(empt
     assert differences(empty) == []
     migrations.downgrade(empty, "0008")
     assert stored() == (False, [("J1", 7, 2, b"staged before")])
+
+
+def test_claim_turns_are_a_cycling_sequence_on_postgresql_only(empty):
+    """0010: the sequence claim turns are drawn from (``queues.sql.take_turn``)."""
+    migrations.upgrade(empty)
+    with empty.connect() as conn:
+        if empty.dialect.name == "sqlite":
+            assert sql.take_turn(conn) is None
+            return
+        assert [sql.take_turn(conn) for _ in range(2)] == [1, 2]
+        conn.exec_driver_sql("SELECT setval('mq_claim_turns', 2147483646)")
+        assert sql.take_turn(conn) == 1  # after the last turn comes the first again
+    migrations.downgrade(empty, "0009")
+    with empty.connect() as conn:
+        assert not conn.exec_driver_sql("SELECT to_regclass('mq_claim_turns')").scalar_one()

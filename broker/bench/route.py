@@ -13,7 +13,7 @@ every delivery is on disk in its subscriber queue.
 
 Scale-out: the PostgreSQL backlog again with ``--scale-out`` routing processes (default
 2) sharing the stream, as several ``broker serve`` processes do (``docs/operations.md``:
-order is then kept within a batch, not across batches).
+batches commit in claim order, so the stream's order is kept).
 
 Streaming: a publisher puts at a fixed rate while ``broker serve`` (a separate
 process) routes; put-to-delivery latency is each delivery's commit-time stamp minus

@@ -164,6 +164,23 @@ def test_two_brokers_share_one_database_without_double_delivery(brokers: Brokers
     assert second_stats["publications"] == second.routed()
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_two_brokers_sharing_a_stream_keep_its_publication_order(brokers: Brokers) -> None:
+    """Batches of a stream commit in the order they were claimed (claim turns), so two
+    routers sharing it deliver a publisher's publications in the order they were put."""
+    first = brokers.start("first", batch_size=5)
+    second = brokers.start("second", batch_size=5)
+    subscribe_all(brokers.qm)
+    publisher = Publisher(brokers.url, 1_500, topic, interval=0.0)
+    publisher.start()
+    publisher.finish()
+    wait_until(drained(brokers.qm, publisher), WAIT, "every publication", required=False)
+    assert first.terminate() == 0
+    assert second.terminate() == 0
+    assert first.routed() > 100 and second.routed() > 100  # both really shared the stream
+    check_exactly_once(brokers.qm, publisher, ordered=True)
+
+
 def test_postgresql_restarted_under_the_running_broker(
     private_postgres: PrivateCluster, tmp_path: Path
 ) -> None:

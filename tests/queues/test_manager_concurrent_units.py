@@ -7,12 +7,13 @@ counter on the unit's own connection; here another unit of work really does it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 import migrations
-from queues import Message, MQError, NoMessageAvailable, QueueManager, make_engine
+from queues import Message, MQError, NoMessageAvailable, QueueManager, make_engine, sql
 from tests.conftest import PostgresDatabases
 
 
@@ -54,3 +55,66 @@ def test_a_queue_deleted_before_commit_refuses_the_put(qm: QueueManager) -> None
     assert caught.value.reason == 2053
     with qm.reading() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM mq_messages").scalar_one() == 0
+
+
+def test_units_that_claim_in_turn_commit_in_claim_order(qm: QueueManager) -> None:
+    """The second claimant routes meanwhile, but its writes wait for the first to end."""
+    qm.define_queue("STREAM")
+    qm.define_queue("OUT")
+    qm.put_many([("STREAM", Message(body=f"m{i}".encode())) for i in range(4)])
+    waited = threading.Event()
+    with qm.unit_of_work() as first:
+        assert [m.body for m in first.get_batch("STREAM", 2, in_turn=True)] == [b"m0", b"m1"]
+
+        def second() -> None:
+            with qm.unit_of_work() as uow:
+                assert [m.body for m in uow.get_batch("STREAM", 2, in_turn=True)] == [b"m2", b"m3"]
+                uow.await_turn()
+                waited.set()
+                uow.put("OUT", Message(body=b"second"))
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not waited.wait(0.5)  # claimed, but not yet allowed to write
+        first.put("OUT", Message(body=b"first"))
+    thread.join(10)
+    assert waited.is_set()
+    assert bodies(qm, "OUT") == [b"first", b"second"]
+
+
+def test_a_turn_whose_unit_of_work_backed_out_holds_nobody_up(qm: QueueManager) -> None:
+    qm.define_queue("STREAM")
+    qm.put_many([("STREAM", Message(body=f"m{i}".encode())) for i in range(2)])
+    uow = qm.unit_of_work()
+    with pytest.raises(RuntimeError), uow as first:
+        first.get_batch("STREAM", 1, in_turn=True)
+        raise RuntimeError("the router failed")
+    with qm.unit_of_work() as later:
+        assert [m.body for m in later.get_batch("STREAM", 2, in_turn=True)] == [b"m0", b"m1"]
+        later.await_turn()  # at once: the turn before it ended with its unit of work
+
+
+def test_a_claim_that_fails_in_turn_leaves_claims_unlocked(
+    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock that serialises claims belongs to the session: a failure while holding it
+    closes the connection, so the pool never hands the lock to the next unit of work."""
+    qm.define_queue("STREAM")
+    qm.put("STREAM", Message(body=b"m0"))
+    real_claim = sql.claim_messages
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the claim failed")
+
+    monkeypatch.setattr(sql, "claim_messages", failing)
+    with pytest.raises(RuntimeError), qm.unit_of_work() as uow:
+        uow.get_batch("STREAM", 1, in_turn=True)
+    monkeypatch.setattr(sql, "claim_messages", real_claim)
+    other = QueueManager(qm.engine)  # another process's view: a fresh connection
+    with other.unit_of_work() as uow:
+        locked = uow.connection.exec_driver_sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 0 AND classid = %s",
+            (sql.TURN_LOCK_CLASS,),
+        ).scalar_one()
+        assert locked == 0
+        assert [m.body for m in uow.get_batch("STREAM", 1, in_turn=True)] == [b"m0"]
