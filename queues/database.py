@@ -1,6 +1,7 @@
 """Engines for SQLite and PostgreSQL, configured for a queue manager's needs.
 
-SQLite: one writer at a time, so every unit of work starts with ``BEGIN
+SQLite: one writer at a time, handed from writer to writer by a file lock
+(``queues.writer_lock``), and every unit of work starts with ``BEGIN
 IMMEDIATE`` (a deferred transaction that later writes gets SQLITE_BUSY at once
 instead of waiting), ``busy_timeout`` is set before WAL so that even the switch
 to WAL waits politely, and ``synchronous=FULL`` makes a committed put survive
@@ -19,6 +20,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
+
+from queues.writer_lock import writer_lock
 
 READ_ONLY = "queues_read_only"
 # How long one statement waits for a lock before SQLite's own (coarse) backoff gives up;
@@ -62,6 +65,10 @@ def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) ->
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"sqlite synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
 
+    lock = writer_lock(engine.url.database)
+    if lock is not None:
+        lock.install(engine)
+
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the sqlite3 module: we emit BEGIN ourselves.
@@ -79,6 +86,8 @@ def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) ->
         if connection.get_execution_options().get(READ_ONLY, False):
             connection.exec_driver_sql("BEGIN DEFERRED")
         else:
+            if lock is not None:
+                lock.acquire(connection.connection.dbapi_connection)
             _begin_immediate(connection, busy_timeout_ms / 1000)
 
 

@@ -1,0 +1,101 @@
+"""The SQLite writer lock: writers wait for each other in the kernel instead of sleeping and
+retrying, and the lock never outlives the transaction that took it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
+
+from queues import make_engine
+from queues.writer_lock import writer_lock
+
+HOLD = 0.4
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Engine:
+    """A database whose writers give up on SQLite's own lock after 50 ms."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'locks.db'}", busy_timeout_ms=50)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (n INTEGER)"))
+    return engine
+
+
+def write_in_thread(engine: Engine, n: int, hold: float = 0.0) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def write() -> None:
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (:n)"), {"n": n})
+                time.sleep(hold)
+            outcome.append(time.monotonic())
+        except Exception as exc:  # reported to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def rows(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return [n for (n,) in conn.execute(text("SELECT n FROM t ORDER BY n"))]
+
+
+def test_a_writer_waits_for_the_one_before_it_however_long_it_writes(sqlite_engine: Engine) -> None:
+    """SQLite alone would give the second writer 'database is locked' after its 50 ms."""
+    first, first_done = write_in_thread(sqlite_engine, 1, hold=HOLD)
+    time.sleep(0.05)
+    second, second_done = write_in_thread(sqlite_engine, 2)
+    first.join(5)
+    second.join(5)
+    assert all(isinstance(t, float) for t in first_done + second_done), (first_done, second_done)
+    assert second_done[0] - first_done[0] < 0.1  # handed over at once, not after a sleep
+    assert rows(sqlite_engine) == [1, 2]
+
+
+def test_the_lock_is_dropped_on_rollback(sqlite_engine: Engine) -> None:
+    with pytest.raises(RuntimeError), sqlite_engine.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+        raise RuntimeError("backed out")
+    thread, done = write_in_thread(sqlite_engine, 2)
+    thread.join(5)
+    assert isinstance(done[0], float)
+    assert rows(sqlite_engine) == [2]
+
+
+def test_the_lock_is_dropped_when_its_connection_is_invalidated(sqlite_engine: Engine) -> None:
+    conn = sqlite_engine.connect()
+    conn.begin()
+    conn.execute(text("INSERT INTO t VALUES (1)"))
+    conn.invalidate()
+    thread, done = write_in_thread(sqlite_engine, 2)
+    thread.join(5)
+    assert isinstance(done[0], float), done
+    assert rows(sqlite_engine) == [2]
+
+
+def test_a_thread_that_holds_the_lock_does_not_wait_for_itself(sqlite_engine: Engine) -> None:
+    """A second writing transaction in the same thread meets SQLite's lock and fails after
+    the busy timeout, as it did before the writer lock: it does not hang."""
+    with sqlite_engine.begin() as outer:
+        outer.execute(text("INSERT INTO t VALUES (1)"))
+        started = time.monotonic()
+        with pytest.raises(OperationalError, match="locked"), sqlite_engine.begin() as inner:
+            inner.execute(text("INSERT INTO t VALUES (2)"))
+        assert time.monotonic() - started < 5
+    assert rows(sqlite_engine) == [1]
+
+
+def test_engines_on_one_file_share_one_lock_and_memory_databases_have_none(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.db")
+    assert writer_lock(path) is writer_lock(str(tmp_path / "." / "a.db"))
+    assert writer_lock(path).path == path + "-writer"  # type: ignore[union-attr]
+    assert writer_lock(":memory:") is None
+    assert writer_lock(None) is None
