@@ -30,6 +30,9 @@ class Settings:
     log_format: str = "json"
     # Routing service
     batch_size: int = 500
+    # On SQLite, how long the router waits after a batch that was not full before its next one,
+    # so that a steady stream's batches hold the one write lock less per message; 0: not at all.
+    sqlite_linger_ms: int = 4
     stream_queues: tuple[str, ...] = ("SYSTEM.BROKER.DEFAULT.STREAM",)
     default_policy: str = "allow"
     admin_group: str = "mqm"

@@ -50,6 +50,7 @@ from broker.state import BrokerConfig, BrokerState, QueueInfo
 from broker.subscription import DEFAULT_SUB_POINT
 from broker.system import CONTROL_QUEUE, INTER_BROKER_QUEUE
 from queues import Message, QueueManager, UnitOfWork, xqh
+from queues.database import is_sqlite
 from queues.errors import MQError
 from queues.ids import mq_timestamp_ms, now_ms
 from queues.message import CCSID_UTF8, MQENC_NORMAL, MQFMT_XMIT_Q_HEADER, derive
@@ -148,6 +149,9 @@ class RoutingService:
         self._last_housekeeping = 0.0
         self._linked: set[str] = set()
         self.channels: ChannelSupervisor | None = None
+        # SQLite: batches that carry more messages hold the one write lock less per message;
+        # a PostgreSQL router gains nothing by waiting (docs/performance.md, latency).
+        self._linger = settings.sqlite_linger_ms / 1000 if is_sqlite(qm.engine) else 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -210,8 +214,11 @@ class RoutingService:
                 token = self.qm.arrival_token(self.inputs)
                 routed = self.run_once()
                 backoff = 0.1
-                if not routed and not self.stopping:
-                    self.qm.wait_for_arrival(self.inputs, token, IDLE_WAIT_SECONDS)
+                if not routed:
+                    if not self.stopping:
+                        self.qm.wait_for_arrival(self.inputs, token, IDLE_WAIT_SECONDS)
+                elif routed < self.settings.batch_size and self._linger:
+                    self._stop.wait(self._linger)
             except MQError as exc:
                 if exc.reason != Reason.MQRC_CONNECTION_BROKEN:
                     raise

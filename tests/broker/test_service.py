@@ -650,3 +650,29 @@ def test_a_transient_batch_failure_delivers_exactly_once(
     assert bodies(drain(broker.qm, "SUB.Q")) == ["0", "1", "2"]
     assert dead_letters(broker.qm) == []
     assert broker.qm.depth(REPLY) == 3
+
+
+def test_on_sqlite_the_router_lingers_after_a_batch_that_was_not_full(
+    qm: QueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause after a partial batch lets a steady stream's next batch carry more messages
+    (SQLite's one write lock is then held less per message); a full batch means a backlog,
+    where pausing would only slow the drain; PostgreSQL never pauses."""
+    routing = service(qm, batch_size=10, sqlite_linger_ms=30)
+    rounds = iter([3, 10, 0])
+    paused: list[float] = []
+    waited: list[float] = []
+
+    def run_once() -> int:
+        routed = next(rounds)
+        if not routed:
+            routing.stop()
+        return routed
+
+    monkeypatch.setattr(routing, "run_once", run_once)
+    monkeypatch.setattr(routing._stop, "wait", lambda seconds: paused.append(seconds))
+    monkeypatch.setattr(qm, "wait_for_arrival", lambda queues, token, timeout: waited.append(timeout))
+    routing._loop()
+
+    assert paused == ([0.03] if qm.engine.dialect.name == "sqlite" else [])
+    assert waited == []  # it stopped after the empty round instead of waiting for arrivals
