@@ -501,7 +501,7 @@ class UnitOfWork:
             sql.lock_claims(conn)
             rows = claim()
             if rows and self._turn is None:
-                self._turn = sql.take_turn(conn) or 0
+                self._turn = sql.take_turn(conn) or 0  # 0: nothing to wait for
             else:
                 sql.unlock_claims(conn)
         except BaseException:

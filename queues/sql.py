@@ -30,6 +30,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -265,19 +266,23 @@ def unlock_claims(conn: Connection) -> None:
 
 def take_turn(conn: Connection) -> int | None:
     """Draw this transaction's turn and hold its lock until the transaction ends, then let
-    the next claim in; in one round trip. None on SQLite."""
+    the next claim in; in one round trip. Returns the turn while the previous one is still
+    running (the caller must :func:`await_turn` before it writes), 0 when the previous turn
+    has already ended (the usual case for a router alone), None on SQLite."""
     if conn.dialect.name != "postgresql":
         return None
-    ((turn, *_),) = fetch_cached(conn, "take_turn", _take_turn_statement)
-    return int(turn)
+    ((turn, _, _, ready),) = fetch_cached(conn, "take_turn", _take_turn_statement)
+    return 0 if ready else int(turn)
 
 
 def _take_turn_statement() -> Any:
     drawn = select(claim_turns.next_value().cast(Integer).label("turn")).subquery("drawn")
+    previous = case((drawn.c.turn > 1, drawn.c.turn - 1), else_=literal(_LAST_TURN, Integer))
     return select(
         drawn.c.turn,
         func.pg_advisory_xact_lock(_TURN_CLASS, drawn.c.turn),
         func.pg_advisory_unlock(_TURN_CLASS, 0),
+        func.pg_try_advisory_xact_lock_shared(_TURN_CLASS, previous),
     )
 
 

@@ -193,13 +193,21 @@ def test_staged_puts_are_stored_in_key_order_on_sqlite_and_kept_across_0009(empt
 def test_claim_turns_are_a_cycling_sequence_on_postgresql_only(empty):
     """0010: the sequence claim turns are drawn from (``queues.sql.take_turn``)."""
     migrations.upgrade(empty)
-    with empty.connect() as conn:
-        if empty.dialect.name == "sqlite":
+    if empty.dialect.name == "sqlite":
+        with empty.connect() as conn:
             assert sql.take_turn(conn) is None
-            return
-        assert [sql.take_turn(conn) for _ in range(2)] == [1, 2]
-        conn.exec_driver_sql("SELECT setval('mq_claim_turns', 2147483646)")
-        assert sql.take_turn(conn) == 1  # after the last turn comes the first again
+        return
+    with empty.connect() as first, empty.connect() as second:
+        first.begin()
+        second.begin()
+        assert sql.take_turn(first) == 0  # turn 1: nothing before it is running
+        assert sql.take_turn(second) == 2  # turn 2 must wait: turn 1's transaction is open
+        first.rollback()
+        sql.await_turn(second, 2)  # at once now
+        second.exec_driver_sql("SELECT setval('mq_claim_turns', 2147483646)")
+        assert sql.take_turn(second) == 0
+        last = second.exec_driver_sql("SELECT last_value FROM mq_claim_turns").scalar_one()
+        assert last == 1  # after the last turn comes the first again
     migrations.downgrade(empty, "0009")
     with empty.connect() as conn:
         assert not conn.exec_driver_sql("SELECT to_regclass('mq_claim_turns')").scalar_one()
