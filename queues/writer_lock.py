@@ -36,7 +36,7 @@ class WriterLock:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._held: dict[int, int] = {}  # id(DBAPI connection) -> the fd holding the lock
+        self._held: dict[int, tuple[int, int]] = {}  # id(DBAPI connection) -> (fd, thread id)
         self._threads: dict[int, int] = {}  # thread id -> how many of its connections hold it
         self._mutex = threading.Lock()
 
@@ -54,7 +54,7 @@ class WriterLock:
             os.close(fd)
             raise
         with self._mutex:
-            self._held[key] = fd
+            self._held[key] = (fd, me)
             self._threads[me] = self._threads.get(me, 0) + 1
 
     def release(self, dbapi_connection: Any) -> None:
@@ -62,14 +62,14 @@ class WriterLock:
         when it is closed)."""
         raw = getattr(dbapi_connection, "dbapi_connection", dbapi_connection)  # a pool proxy
         with self._mutex:
-            fd = self._held.pop(id(raw), None)
-            if fd is None:
+            held = self._held.pop(id(raw), None)
+            if held is None:
                 return
-            me = threading.get_ident()
-            if self._threads.get(me, 0) > 1:
-                self._threads[me] -= 1
+            fd, owner = held  # the thread that took it, whichever thread closes the connection
+            if self._threads.get(owner, 0) > 1:
+                self._threads[owner] -= 1
             else:
-                self._threads.pop(me, None)
+                self._threads.pop(owner, None)
         os.close(fd)  # closing the descriptor drops its flock
 
     def install(self, engine: Engine) -> None:

@@ -99,3 +99,22 @@ def test_engines_on_one_file_share_one_lock_and_memory_databases_have_none(tmp_p
     assert writer_lock(path).path == path + "-writer"  # type: ignore[union-attr]
     assert writer_lock(":memory:") is None
     assert writer_lock(None) is None
+
+
+def test_a_transaction_ended_by_another_thread_leaves_its_own_thread_queueing(sqlite_engine: Engine) -> None:
+    """The lock is accounted to the thread that took it, whichever thread commits: this thread
+    must still queue for the lock afterwards, not take itself for its holder."""
+    conn = sqlite_engine.connect()
+    conn.begin()
+    conn.execute(text("INSERT INTO t VALUES (1)"))
+    committer = threading.Thread(target=conn.commit)
+    committer.start()
+    committer.join(5)
+    conn.close()
+    other, other_done = write_in_thread(sqlite_engine, 2, hold=HOLD)
+    time.sleep(0.05)
+    with sqlite_engine.begin() as mine:  # waits for the other writer instead of failing after 50 ms
+        mine.execute(text("INSERT INTO t VALUES (3)"))
+    other.join(5)
+    assert isinstance(other_done[0], float)
+    assert rows(sqlite_engine) == [1, 2, 3]
