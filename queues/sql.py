@@ -249,7 +249,8 @@ def _pg_type(column_type: Any) -> str:
 # n > 0 is held by the unit of work of turn n. SQLite has one writer, so all of this is moot there.
 
 TURN_LOCK_CLASS = 0x4D515455  # "MQTU"
-_LAST_TURN = 2147483646
+_TURN_CLASS = literal(TURN_LOCK_CLASS, Integer)
+_LAST_TURN = 2147483646  # the sequence's MAXVALUE (migration 0010); turn 1 follows it
 
 
 def lock_claims(conn: Connection) -> None:
@@ -295,9 +296,6 @@ def await_turn(conn: Connection, turn: int) -> None:
         lambda: select(func.pg_advisory_xact_lock_shared(_TURN_CLASS, bindparam("previous", type_=Integer))),
         {"previous": previous},
     )
-
-
-_TURN_CLASS = literal(TURN_LOCK_CLASS, Integer)
 
 
 def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
