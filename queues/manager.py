@@ -31,6 +31,7 @@ from queues import dlh, sql
 from queues.database import READ_ONLY, make_engine
 from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
+from queues.group_commit import GroupCommit
 from queues.ids import mq_date_time, new_msg_id, now_ms
 from queues.message import (
     FORMAT_LENGTH,
@@ -587,6 +588,7 @@ class QueueManager:
         self.user_id = (user_id or getpass.getuser())[:USER_ID_LENGTH]
         self.notifier = ArrivalNotifier(engine)
         self._swept: dict[str, int] = {}
+        self._puts: GroupCommit[tuple[str, Message], bytes] = GroupCommit(self._put_each)
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> QueueManager:
@@ -758,8 +760,20 @@ class QueueManager:
     # -- messaging outside an explicit unit of work ----------------------------------------
 
     def put(self, queue: str, message: Message) -> bytes:
+        """Put one message and commit it; puts made meanwhile by other threads share the
+        commit (``queues.group_commit``)."""
+        return self._puts.submit((queue, message))
+
+    def _put_each(self, items: list[tuple[str, Message]]) -> list[bytes | BaseException]:
+        """One unit of work for a group of single puts: a put that fails fails alone."""
+        outcomes: list[bytes | BaseException] = []
         with self.unit_of_work() as uow:
-            return uow.put(queue, message)
+            for queue, message in items:
+                try:
+                    outcomes.append(uow.put(queue, message))
+                except MQError as exc:
+                    outcomes.append(exc)
+        return outcomes
 
     def put_many(self, items: Iterable[tuple[str, Message]]) -> PutResult:
         with self.unit_of_work() as uow:

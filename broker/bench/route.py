@@ -288,10 +288,12 @@ def streaming(
 ) -> Latency:
     """Publish at ``rate``/s for ``seconds`` while a separate broker process routes.
 
-    ``publishers`` threads share the rate, each putting one message per unit of work
-    on its own schedule, as that many applications would: one thread alone cannot
-    put 1,000 persistent messages a second on every database, and a publisher that
-    falls behind would measure its own backlog rather than the broker.
+    ``publishers`` threads of one application share the rate, each putting one
+    message at a time on its own schedule: one thread alone cannot put 1,000
+    persistent messages a second on every database, and a publisher that falls
+    behind would measure its own backlog rather than the broker. Their puts share a
+    commit when they coincide (``queues.group_commit``), as any multi-threaded
+    application's do.
     """
     with broker_database(kind, pg_url) as (url, qm), serving(url, batch_size):
         time.sleep(2.0)  # let it start and load its state

@@ -6,6 +6,7 @@ After every test the depth counter of every queue must equal the rows it holds.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -385,6 +386,48 @@ def test_priority_then_fifo_across_puts(qm):
     for i, priority in enumerate(PRIORITIES):
         qm.put("APP.Q", msg(i, priority=priority))
     assert [m.body for m in drain(qm, "APP.Q")] == EXPECTED_ORDER
+
+
+def test_puts_queued_behind_a_commit_share_the_next_and_fail_alone(qm):
+    qm.define_queue("APP.Q")
+    qm.define_queue("FULL.Q", max_depth=1)
+    qm.put("FULL.Q", msg(0))
+    commit, groups = qm._puts._commit, []
+    entered, release = threading.Event(), threading.Event()
+
+    def held(items):
+        groups.append([queue for queue, _ in items])
+        entered.set()
+        assert release.wait(10)
+        return commit(items)
+
+    qm._puts._commit = held
+    first = threading.Thread(target=qm.put, args=("APP.Q", msg(1)))
+    first.start()
+    assert entered.wait(10)
+    outcomes = {}
+
+    def put(queue, n):
+        try:
+            outcomes[queue] = qm.put(queue, msg(n))
+        except MQError as exc:
+            outcomes[queue] = exc.reason
+
+    others = [
+        threading.Thread(target=put, args=(q, n)) for n, q in enumerate(("APP.Q", "FULL.Q", "NO.SUCH.Q"), 2)
+    ]
+    for thread in others:
+        thread.start()
+    while len(qm._puts._queued) < 3:
+        time.sleep(0.005)
+    release.set()
+    for thread in (first, *others):
+        thread.join(10)
+    assert len(groups) == 2 and sorted(groups[1]) == ["APP.Q", "FULL.Q", "NO.SUCH.Q"]
+    assert outcomes["FULL.Q"] == 2053 and outcomes["NO.SUCH.Q"] == 2085
+    assert [b.message.msg_id for b in qm.browse("APP.Q", limit=10)][1:] == [outcomes["APP.Q"]]
+    assert bodies(qm, "APP.Q") == [b"m1", b"m2"]
+    assert bodies(qm, "FULL.Q") == [b"m0"]
 
 
 def test_priority_then_fifo_within_one_put_many_and_get_batch(qm):
