@@ -34,6 +34,8 @@ class Settings:
     # so that a steady stream's batches hold the one write lock less per message; 0: not at all.
     sqlite_linger_ms: int = 4
     stream_queues: tuple[str, ...] = ("SYSTEM.BROKER.DEFAULT.STREAM",)
+    # Routing processes `broker serve` runs (PostgreSQL only above 1; broker.router_pool).
+    routers: int = 1
     default_policy: str = "allow"
     admin_group: str = "mqm"
     # Admin API

@@ -25,6 +25,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            "pid": record.process,  # routers sharing a log (``routers`` > 1) told apart
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):

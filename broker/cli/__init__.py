@@ -46,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with mq_errors(ctx):
             args.handler(ctx)
+    except ConfigError as exc:  # a setting only the command itself can check
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         ctx.close()
     return EXIT_OK

@@ -41,6 +41,7 @@ class Context:
                 "log_format": self.args.log_format,
                 "batch_size": getattr(self.args, "batch_size", None),
                 "stream_queues": getattr(self.args, "streams", None),
+                "routers": getattr(self.args, "routers", None),
             },
             config_file=self.args.config,
         )

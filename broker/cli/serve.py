@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+from broker import router_pool
 from broker.cli.context import Context
 from broker.provision import prepare_database
+from broker.router_pool import RouterPool
 from broker.service import RoutingService
 
 
@@ -30,14 +32,27 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="QUEUE[=SUBPOINT]",
         help="a stream queue to serve (repeatable; default SYSTEM.BROKER.DEFAULT.STREAM)",
     )
+    serve.add_argument(
+        "--routers", type=int, help="routing processes sharing the work (PostgreSQL; default 1)"
+    )
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
     serve.set_defaults(handler=run)
 
 
 def run(ctx: Context) -> None:
+    router_pool.check(ctx.settings, ctx.engine())
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)
+    pool = RouterPool(ctx.settings)
+    pool.start()
+    try:
+        _serve(ctx, service)
+    finally:
+        pool.stop()
+
+
+def _serve(ctx: Context, service: RoutingService) -> None:
     if not ctx.args.api:
         service.install_signal_handlers()
         service.run()

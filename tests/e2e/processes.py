@@ -50,11 +50,12 @@ def child_environment() -> dict[str, str]:
 class ServeProcess:
     """One ``broker serve`` process (restartable: each start is a new process, same log file)."""
 
-    def __init__(self, url: str, workdir: Path, name: str, batch_size: int) -> None:
+    def __init__(self, url: str, workdir: Path, name: str, batch_size: int, routers: int = 1) -> None:
         self.url = url
         self.workdir = workdir
         self.name = name
         self.batch_size = batch_size
+        self.routers = routers
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -79,6 +80,8 @@ class ServeProcess:
             "serve",
             "--batch-size",
             str(self.batch_size),
+            "--routers",
+            str(self.routers),
         ]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -95,7 +98,7 @@ class ServeProcess:
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_SECONDS
-        while len(self.lines("broker started")) < self.starts:
+        while len(self.lines("broker started")) < self.starts * self.routers:
             if not self.alive:
                 raise AssertionError(f"{self.name} exited before it was ready:\n{self.tail()}")
             if time.monotonic() > deadline:
@@ -129,9 +132,13 @@ class ServeProcess:
                 found.append(entry)
         return found
 
-    def routed(self, queue: str = DEFAULT_STREAM) -> int:
-        """Messages this process logged as routed from ``queue`` (committed batches)."""
-        return sum(int(e["messages"]) for e in self.lines("batch routed") if e.get("queue") == queue)
+    def routed(self, queue: str = DEFAULT_STREAM, pid: int | None = None) -> int:
+        """Messages this process (or its router ``pid``) logged as routed from ``queue``."""
+        return sum(
+            int(e["messages"])
+            for e in self.lines("batch routed")
+            if e.get("queue") == queue and pid in (None, e.get("pid"))
+        )
 
     def tail(self, count: int = 30) -> str:
         if not self.log_path.exists():
@@ -148,8 +155,8 @@ class Brokers:
         self.processes: list[ServeProcess] = []
         self._qm: QueueManager | None = None
 
-    def start(self, name: str = "broker", *, batch_size: int = 5) -> ServeProcess:
-        process = ServeProcess(self.url, self.workdir, name, batch_size)
+    def start(self, name: str = "broker", *, batch_size: int = 5, routers: int = 1) -> ServeProcess:
+        process = ServeProcess(self.url, self.workdir, name, batch_size, routers)
         self.processes.append(process)
         return process.start()
 

@@ -7,8 +7,10 @@ once (publications are numbered; no gap, no duplicate), however the broker was t
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from broker.client import BrokerClient, decode_publication
 from broker.options import RegOpt
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
 from queues import QueueManager
-from tests.e2e.processes import Brokers, PrivateCluster, Publisher, wait_until
+from tests.e2e.processes import BROKER, Brokers, PrivateCluster, Publisher, child_environment, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -179,6 +181,43 @@ def test_two_brokers_sharing_a_stream_keep_its_publication_order(brokers: Broker
     assert second.terminate() == 0
     assert first.routed() > 100 and second.routed() > 100  # both really shared the stream
     check_exactly_once(brokers.qm, publisher, ordered=True)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_broker_with_two_routers_shares_the_stream_and_stops_them_all(brokers: Brokers) -> None:
+    """``broker serve --routers 2``: a second routing process shares the stream, keeps its
+    order, is started again if it dies, and ends with the broker on SIGTERM."""
+    broker = brokers.start(batch_size=5, routers=2)
+    subscribe_all(brokers.qm)
+    publisher = Publisher(brokers.url, 1_500, topic, interval=0.0)
+    publisher.start()
+    publisher.finish()
+    wait_until(drained(brokers.qm, publisher), WAIT, "every publication", required=False)
+    (started,) = broker.lines("router process started")
+    routers = {broker.pid, started["pid"]}
+    assert all(broker.routed(pid=pid) > 100 for pid in routers)  # both really shared the stream
+    check_exactly_once(brokers.qm, publisher, ordered=True)
+
+    os.kill(started["pid"], signal.SIGKILL)
+    wait_until(lambda: len(broker.lines("router process started")) == 2, WAIT, "the router restarted")
+    restarted = broker.lines("router process started")[-1]["pid"]
+    wait_until(lambda: len(broker.lines("broker started")) == 3, WAIT, "the new router ready")
+    assert broker.terminate() == 0
+    with pytest.raises(ProcessLookupError):  # stopped and reaped with the broker
+        os.kill(restarted, 0)
+    assert len(broker.lines("broker stopped")) == 2  # the serving router and the restarted one
+
+
+def test_routers_above_one_are_refused_on_sqlite(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(BROKER), "--db", f"sqlite:///{tmp_path / 'broker.db'}", "serve", "--routers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_environment(),
+    )
+    assert result.returncode == 2
+    assert "routers > 1 needs PostgreSQL" in result.stderr
 
 
 def test_postgresql_restarted_under_the_running_broker(
