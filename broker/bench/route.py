@@ -45,7 +45,7 @@ from broker.client import command_message
 from broker.config import Settings
 from broker.options import RegOpt
 from broker.provision import prepare_database
-from broker.service import RoutingService
+from broker.service import RoutingService, tune_collector
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
 from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
@@ -181,6 +181,7 @@ def broker_backlog(kind: str, count: int, pg_url: str, batch_size: int, routers:
     with broker_database(kind, pg_url) as (url, qm):
         preload(qm, count)
         if routers == 1:
+            tune_collector()  # as RoutingService.run does in `broker serve`
             started = time.perf_counter()
             _drain(qm, RoutingService(qm, Settings(database_url=url, batch_size=batch_size)))
             seconds = time.perf_counter() - started
@@ -216,6 +217,7 @@ def _router(url: str, batch_size: int, ready: Any) -> None:
     batch, on the clock, as the one-process measurement does)."""
     qm = QueueManager(make_engine(url), appl_name="bench", user_id="bench")
     service = RoutingService(qm, Settings(database_url=url, batch_size=batch_size))
+    tune_collector()
     ready.wait(timeout=120)
     try:
         _drain(qm, service)
