@@ -84,14 +84,19 @@ class RouterPool:
 
     def _watch(self) -> None:
         while not self._stopping.wait(RESTART_SECONDS):
-            for index, process in enumerate(self._processes):
-                if process.is_alive() or self._stopping.is_set():
-                    continue
-                log.error(
-                    "router process ended; starting it again",
-                    extra={"router": index + 1, "pid": process.pid, "exit_code": process.exitcode},
-                )
-                self._processes[index] = self._spawn(index + 1)
+            self.restart_dead()
+
+    def restart_dead(self) -> None:
+        """Start again every router that died; one that exited with 0 was asked to stop
+        (a SIGINT typed in a terminal reaches every process of the group) and stays so."""
+        for index, process in enumerate(self._processes):
+            if process.is_alive() or process.exitcode == 0 or self._stopping.is_set():
+                continue
+            log.error(
+                "router process ended; starting it again",
+                extra={"router": index + 1, "pid": process.pid, "exit_code": process.exitcode},
+            )
+            self._processes[index] = self._spawn(index + 1)
 
     def stop(self) -> None:
         """Ask every router to finish its batch, then wait for them (kill after a minute)."""
