@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from queues import dlh, sql
-from queues.database import READ_ONLY, make_engine
+from queues.database import READ_ONLY, is_sqlite, make_engine
 from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
 from queues.group_commit import GroupCommit
@@ -52,6 +52,7 @@ from queues.message import (
 from queues.names import DEAD_LETTER_QUEUE, check_qmgr_name, check_queue_name
 from queues.reasons import Reason
 from queues.waiting import ArrivalNotifier
+from queues.writer_lock import writer_lock
 
 log = logging.getLogger(__name__)
 
@@ -589,6 +590,7 @@ class QueueManager:
         self.notifier = ArrivalNotifier(engine)
         self._swept: dict[str, int] = {}
         self._puts: GroupCommit[tuple[str, Message], bytes] = GroupCommit(self._put_each)
+        self._writer = writer_lock(engine.url.database) if is_sqlite(engine) else None
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> QueueManager:
@@ -762,6 +764,14 @@ class QueueManager:
     def put(self, queue: str, message: Message) -> bytes:
         """Put one message and commit it; puts made meanwhile by other threads share the
         commit (``queues.group_commit``)."""
+        if self._writer is not None and self._writer.held_here():
+            # This thread's own open unit of work holds SQLite's write lock: a group led by
+            # another thread would wait for it forever, so this put goes alone (and fails
+            # when SQLite's busy timeout runs out, as it always did).
+            (outcome,) = self._put_each([(queue, message)])
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         return self._puts.submit((queue, message))
 
     def _put_each(self, items: list[tuple[str, Message]]) -> list[bytes | BaseException]:

@@ -57,6 +57,11 @@ class WriterLock:
             self._held[key] = (fd, me)
             self._threads[me] = self._threads.get(me, 0) + 1
 
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock (through any of its connections)."""
+        with self._mutex:
+            return bool(self._threads.get(threading.get_ident()))
+
     def release(self, dbapi_connection: Any) -> None:
         """Drop the lock if ``dbapi_connection`` holds it (after its COMMIT or ROLLBACK, or
         when it is closed)."""

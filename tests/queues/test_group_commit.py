@@ -49,21 +49,26 @@ def _joined(thread: threading.Thread) -> bool:
     return not thread.is_alive()
 
 
-def hold_a_commit(recorder: Recorder, group: GroupCommit) -> threading.Thread:
-    """Start a commit of "first" and keep it running until ``recorder.release``."""
+def submitted_behind_a_held_commit(recorder: Recorder, group: GroupCommit, items: list[str]) -> dict:
+    """Hold a commit of "first", submit ``items`` from threads meanwhile, then release it;
+    returns each item's outcome."""
     recorder.release.clear()
     leader = threading.Thread(target=group.submit, args=("first",))
     leader.start()
     assert recorder.entered.wait(10)
-    return leader
-
-
-def wait_until_queued(group: GroupCommit, count: int) -> None:
+    outcomes: dict[str, object] = {}
+    threading.Thread(target=lambda: outcomes.update(submit_in_threads(group, items))).start()
     for _ in range(1000):
-        if len(group._queued) == count:
-            return
+        if len(group._queued) == len(items):
+            break
         threading.Event().wait(0.005)
-    raise AssertionError(f"{len(group._queued)} queued, not {count}")
+    recorder.release.set()
+    leader.join(10)
+    for _ in range(1000):
+        if len(outcomes) == len(items):
+            break
+        threading.Event().wait(0.005)
+    return outcomes
 
 
 def test_a_caller_alone_commits_at_once_in_a_group_of_one() -> None:
@@ -76,18 +81,8 @@ def test_a_caller_alone_commits_at_once_in_a_group_of_one() -> None:
 
 def test_callers_arriving_during_a_commit_share_the_next_one() -> None:
     recorder = Recorder()
-    group = GroupCommit(recorder)
-    leader = hold_a_commit(recorder, group)
-    waiting: dict[str, object] = {}
-    threading.Thread(target=lambda: waiting.update(submit_in_threads(group, list("bcde")))).start()
-    wait_until_queued(group, 4)
-    recorder.release.set()
-    leader.join(10)
-    for _ in range(1000):
-        if len(waiting) == 4:
-            break
-        threading.Event().wait(0.005)
-    assert waiting == {"b": "B", "c": "C", "d": "D", "e": "E"}
+    outcomes = submitted_behind_a_held_commit(recorder, GroupCommit(recorder), list("bcde"))
+    assert outcomes == {"b": "B", "c": "C", "d": "D", "e": "E"}
     assert recorder.groups[0] == ["first"]
     assert sorted(recorder.groups[1]) == list("bcde")
     assert len(recorder.groups) == 2
@@ -98,17 +93,7 @@ def test_an_item_that_fails_fails_alone() -> None:
         return MQError(Reason.MQRC_Q_FULL, item) if item == "full" else item.upper()
 
     recorder = Recorder(outcome)
-    group = GroupCommit(recorder)
-    leader = hold_a_commit(recorder, group)
-    results: dict[str, object] = {}
-    threading.Thread(target=lambda: results.update(submit_in_threads(group, ["ok", "full"]))).start()
-    wait_until_queued(group, 2)
-    recorder.release.set()
-    leader.join(10)
-    for _ in range(1000):
-        if len(results) == 2:
-            break
-        threading.Event().wait(0.005)
+    results = submitted_behind_a_held_commit(recorder, GroupCommit(recorder), ["ok", "full"])
     assert results["ok"] == "OK"
     assert isinstance(results["full"], MQError) and results["full"].reason == Reason.MQRC_Q_FULL
 

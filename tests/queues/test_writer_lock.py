@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from queues import make_engine
+import migrations
+from queues import Message, MQError, QueueManager, make_engine
 from queues.writer_lock import writer_lock
 
 HOLD = 0.4
@@ -118,3 +119,42 @@ def test_a_transaction_ended_by_another_thread_leaves_its_own_thread_queueing(sq
     other.join(5)
     assert isinstance(other_done[0], float)
     assert rows(sqlite_engine) == [1, 2, 3]
+
+
+def test_a_put_beside_this_threads_own_unit_of_work_fails_instead_of_waiting_forever(
+    tmp_path: Path,
+) -> None:
+    """Thread A holds the write lock in an open unit of work; thread B's put leads a group
+    and waits for it. A's own put must not join B's group (B waits for A, A would wait for
+    B): it goes alone, gets SQLite's busy error, and B's put goes through once A backs out."""
+    url = f"sqlite:///{tmp_path / 'qm.db'}"
+    engine = make_engine(url, busy_timeout_ms=200)
+    migrations.upgrade(engine)
+    QueueManager.create(engine, "QM1")
+    qm = QueueManager(engine, appl_name="pytest", user_id="tester")
+    qm.define_queue("APP.Q")
+    b_done: list[object] = []
+    a_error: list[MQError] = []
+
+    def a() -> None:
+        with pytest.raises(MQError) as caught, qm.unit_of_work() as uow:
+            uow.put("APP.Q", Message(body=b"a1"))
+            threading.Thread(
+                target=lambda: b_done.append(qm.put("APP.Q", Message(body=b"b"))), daemon=True
+            ).start()
+            while not qm._puts._leading:
+                time.sleep(0.005)
+            qm.put("APP.Q", Message(body=b"a2"))
+        a_error.append(caught.value)
+
+    thread = threading.Thread(target=a, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the put beside its own unit of work waited forever"
+    assert a_error
+    for _ in range(500):
+        if b_done:
+            break
+        time.sleep(0.01)
+    assert [b.message.body for b in qm.browse("APP.Q", limit=10)] == [b"b"]
+    qm.close()
