@@ -17,7 +17,6 @@ reconnects and carries on with the batch still on the queue.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import engine, neighbours, pscr, store
+from broker.collector import tune_collector
 from broker.config import Settings
 from broker.effects import (
     REPLY,
@@ -62,19 +62,6 @@ log = logging.getLogger("broker.service")
 STATE_EFFECTS = (AddSubscription, RemoveSubscription, SetRetained, DeleteRetained)
 HOUSEKEEPING_SECONDS = 5.0
 IDLE_WAIT_SECONDS = 1.0
-# A router allocates some ten objects per delivery, nearly all freed by reference counting
-# as soon as its batch is written. With the default thresholds (700, 10, 10) the cycle
-# collector ran 1,100 times while a 20,000-publication backlog drained and took 11-12% of the
-# router's time; with these, 39 times and 1.5% (docs/performance.md).
-COLLECTOR_THRESHOLDS = (10_000, 10, 100)
-
-
-def tune_collector() -> None:
-    """For a process that routes: leave what is loaded by now (modules, configuration) out of
-    every collection, and collect young objects less often."""
-    gc.collect()  # what is garbage now is not frozen with the rest
-    gc.freeze()
-    gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
 def transmission(put: Put) -> tuple[str, Message]:

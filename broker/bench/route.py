@@ -42,10 +42,11 @@ from typing import Any
 from broker import psc
 from broker.bench.scratch import DATABASES, DEFAULT_PG_URL, scratch_database
 from broker.client import command_message
+from broker.collector import tune_collector
 from broker.config import Settings
 from broker.options import RegOpt
 from broker.provision import prepare_database
-from broker.service import RoutingService, tune_collector
+from broker.service import RoutingService
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
 from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from broker import engine
+from broker.collector import tune_collector
 from broker.effects import DELIVERY, REPLY, DeadLetter, Effect, Outcome, Put, SetRetained
 from broker.routing import Source
 from broker.service import failed_outcome, transmission
@@ -253,6 +254,7 @@ def prepared(job: str, payload: Callable[[], bytes]) -> tuple[Snapshot, BrokerSt
         _PREPARED.clear()  # a worker outliving its job must not keep the old state
         snapshot = Snapshot.decode(payload())
         found = _PREPARED[job] = (snapshot, snapshot.state())
+        tune_collector()  # this worker routes from now on, as a service's router does
     return found
 
 

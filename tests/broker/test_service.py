@@ -21,9 +21,10 @@ from broker import service as service_module
 from broker import store
 from broker.authority import AclRule, Permission, PrincipalKind
 from broker.client import BrokerResponse, read_response
+from broker.collector import COLLECTOR_THRESHOLDS
 from broker.effects import AddSubscription, RemoveSubscription
 from broker.publication import broker_correl_id
-from broker.service import COLLECTOR_THRESHOLDS, RoutingService
+from broker.service import RoutingService
 from broker.state import BrokerConfig
 from broker.subscription import Identity, Subscription, SubscriptionKey
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM

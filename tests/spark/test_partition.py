@@ -223,7 +223,9 @@ def test_a_publication_that_would_change_subscriptions_fails_the_task():
         route([row(1, command)], snap)
 
 
-def test_the_executor_state_is_built_once_per_job():
+def test_the_executor_state_is_built_once_per_job(monkeypatch: pytest.MonkeyPatch):
+    tuned: list[int] = []
+    monkeypatch.setattr(partition, "tune_collector", lambda: tuned.append(1))
     first = snapshot(subscription("A/#"))
     second = snapshot()
     reads: list[str] = []
@@ -241,3 +243,4 @@ def test_the_executor_state_is_built_once_per_job():
     assert partition.prepared("job-b", broadcast(second))[0] == second
     assert partition.prepared("job-a", broadcast(first)) is not prepared  # only the latest job is kept
     assert reads == [f"{JOB}1", f"{JOB}0", f"{JOB}1"]
+    assert len(tuned) == len(reads)  # the worker's collector is paced for routing (broker.collector)
