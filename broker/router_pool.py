@@ -65,10 +65,6 @@ class RouterPool:
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="router-pool", daemon=True)
 
-    @property
-    def processes(self) -> list[BaseProcess]:
-        return list(self._processes)
-
     def start(self) -> None:
         self._processes = [self._spawn(n) for n in range(1, self._settings.routers)]
         if self._processes:

@@ -69,10 +69,24 @@ class GroupCommit(Generic[Item, Result]):
             ticket.lead = not self._leading
             self._leading = True
         if not ticket.lead:
-            ticket.woken.wait()
+            try:
+                ticket.woken.wait()
+            except BaseException:  # KeyboardInterrupt in a waiting main thread
+                self._abandon(ticket)
+                raise
         if ticket.lead:  # first in, or handed the lead by the previous group's leader
             self._lead()
         return ticket.outcome()
+
+    def _abandon(self, ticket: _Ticket[Item, Result]) -> None:
+        """A caller gave up waiting: its put is not made if no group has taken it yet, and
+        a lead handed to it goes on to the next caller, or nobody would ever lead again."""
+        with self._lock:
+            if ticket in self._queued:
+                self._queued.remove(ticket)
+            if ticket.lead:
+                ticket.lead = False
+                self._hand_over()
 
     def _lead(self) -> None:
         with self._lock:
@@ -90,9 +104,13 @@ class GroupCommit(Generic[Item, Result]):
                 ticket.settle(outcome)
         finally:
             with self._lock:
-                if self._queued:
-                    following = self._queued[0]
-                    following.lead = True
-                    following.woken.set()
-                else:
-                    self._leading = False
+                self._hand_over()
+
+    def _hand_over(self) -> None:
+        """With the lock held: the first caller queued leads the next group, if any."""
+        if self._queued:
+            following = self._queued[0]
+            following.lead = True
+            following.woken.set()
+        else:
+            self._leading = False

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from queues import MQError, Reason
+from queues import MQError, Reason, group_commit
 from queues.group_commit import GroupCommit
 
 
@@ -38,7 +38,7 @@ def submit_in_threads(group: GroupCommit, items: list[str]) -> dict[str, object]
         except BaseException as exc:
             outcomes[item] = exc
 
-    threads = [threading.Thread(target=submit, args=(item,)) for item in items]
+    threads = [threading.Thread(target=submit, args=(item,), daemon=True) for item in items]
     for thread in threads:
         thread.start()
     return outcomes if all(_joined(t) for t in threads) else {}
@@ -119,3 +119,49 @@ def test_a_commit_that_miscounts_its_outcomes_fails_the_group_rather_than_hang_i
     outcomes = submit_in_threads(group, ["a", "b", "c"])
     assert len(outcomes) == 3
     assert all(isinstance(outcome, RuntimeError) for outcome in outcomes.values())
+
+
+def test_a_caller_that_gives_up_waiting_leaves_with_its_put(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt in a waiting caller: its put is not made, and the callers after
+    it are still led (without the clean-up the lead went to the caller that left)."""
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise KeyboardInterrupt
+
+    class Quitting(group_commit._Ticket):
+        def __init__(self, item: str) -> None:
+            super().__init__(item)
+            if item == "gone":
+                self.woken = Interrupted()
+
+    monkeypatch.setattr(group_commit, "_Ticket", Quitting)
+    recorder = Recorder()
+    group: GroupCommit[str, object] = GroupCommit(recorder)
+    recorder.release.clear()
+    leader = threading.Thread(target=group.submit, args=("first",))
+    leader.start()
+    assert recorder.entered.wait(10)
+    with pytest.raises(KeyboardInterrupt):
+        group.submit("gone")
+    recorder.release.set()
+    leader.join(10)
+    assert submit_in_threads(group, ["after"]) == {"after": "AFTER"}
+    assert recorder.groups == [["first"], ["after"]]
+
+
+def test_a_lead_handed_to_a_caller_that_gives_up_goes_to_the_next() -> None:
+    group: GroupCommit[str, object] = GroupCommit(Recorder())
+    group._leading = True  # a leader is committing
+    gone, following = group_commit._Ticket("gone"), group_commit._Ticket("next")
+    group._queued = [gone, following]
+    gone.lead = True  # handed the lead just as it gave up
+    group._abandon(gone)
+    assert group._queued == [following] and following.lead and following.woken.is_set()
+    following.lead = False
+    group._queued = []
+    group._abandon(following)
+    assert group._leading  # it had no lead to pass on
+    group._queued, following.lead = [following], True
+    group._abandon(following)
+    assert group._queued == [] and not group._leading
