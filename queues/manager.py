@@ -768,10 +768,8 @@ class QueueManager:
             # This thread's own open unit of work holds SQLite's write lock: a group led by
             # another thread would wait for it forever, so this put goes alone (and fails
             # when SQLite's busy timeout runs out, as it always did).
-            (outcome,) = self._put_each([(queue, message)])
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome
+            with self.unit_of_work() as uow:
+                return uow.put(queue, message)
         return self._puts.submit((queue, message))
 
     def _put_each(self, items: list[tuple[str, Message]]) -> list[bytes | BaseException]:

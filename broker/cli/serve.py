@@ -8,7 +8,6 @@ import argparse
 from broker import router_pool
 from broker.cli.context import Context
 from broker.provision import prepare_database
-from broker.router_pool import RouterPool
 from broker.service import RoutingService
 
 
@@ -44,7 +43,7 @@ def run(ctx: Context) -> None:
     router_pool.check(ctx.settings, ctx.engine())
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)
-    pool = RouterPool(ctx.settings)
+    pool = router_pool.RouterPool(ctx.settings)
     pool.start()
     try:
         _serve(ctx, service)
