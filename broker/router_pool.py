@@ -1,15 +1,16 @@
 """More routing processes beside ``broker serve``'s own router (``routers`` setting).
 
-One router uses one core for its Python; on PostgreSQL several routers share every
-input queue without double delivery and, through claim turns, keep each stream's
-order (``docs/operations.md``, scaling out). Threads would share one interpreter
+One router uses one core for its Python; several routers share every input queue
+without double delivery and, through claim turns, keep each stream's order
+(``docs/operations.md``, scaling out). On PostgreSQL they claim with row locks; on
+SQLite they route outside its one write lock through claims (``queues.claims``), so
+that one routes while another writes. Threads would share one interpreter
 lock, so the extra routers are processes, started fresh (``spawn``: no engine or
 connection crosses a fork), each a plain :class:`broker.service.RoutingService`
 without channel agents (the serving process runs those).
 
 The pool restarts a router that dies, after a pause, and on stop asks every router
-to finish its batch in hand (SIGTERM) before it waits for them. SQLite has one
-writer at a time: more routers add nothing there, so the setting is refused.
+to finish its batch in hand (SIGTERM) before it waits for them.
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ import multiprocessing
 import threading
 from multiprocessing.process import BaseProcess
 
-from sqlalchemy import Engine
-
 from broker import logs
 from broker.config import ConfigError, Settings
 from broker.service import RoutingService
 from queues import QueueManager, make_engine
-from queues.database import is_sqlite
 
 log = logging.getLogger("broker.routers")
 
@@ -33,13 +31,9 @@ RESTART_SECONDS = 2.0
 STOP_SECONDS = 60.0
 
 
-def check(settings: Settings, engine: Engine) -> None:
+def check(settings: Settings) -> None:
     if settings.routers < 1:
         raise ConfigError(f"routers must be at least 1, not {settings.routers}")
-    if settings.routers > 1 and is_sqlite(engine):
-        raise ConfigError(
-            "routers > 1 needs PostgreSQL: SQLite has one writer, more routers would only queue for it"
-        )
 
 
 def route(settings: Settings) -> None:

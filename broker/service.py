@@ -50,7 +50,7 @@ from broker.spark import lease
 from broker.state import BrokerConfig, BrokerState, QueueInfo
 from broker.subscription import DEFAULT_SUB_POINT
 from broker.system import CONTROL_QUEUE, INTER_BROKER_QUEUE
-from queues import Message, QueueManager, UnitOfWork, xqh
+from queues import Claim, ClaimLost, Message, QueueManager, UnitOfWork, xqh
 from queues.database import is_sqlite
 from queues.errors import MQError
 from queues.ids import mq_timestamp_ms, now_ms
@@ -153,6 +153,10 @@ class RoutingService:
         # SQLite: batches that carry more messages hold the one write lock less per message;
         # a PostgreSQL router gains nothing by waiting (docs/performance.md, latency).
         self._linger = settings.sqlite_linger_ms / 1000 if is_sqlite(qm.engine) else 0.0
+        # SQLite routes outside its one write lock through claims; a PostgreSQL batch's
+        # claim is its transaction's row locks (``queues.claims``).
+        self._claims = is_sqlite(qm.engine)
+        self._ahead: dict[str, Claim] = {}  # the next batch of a backlog, claimed with the last
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -198,6 +202,8 @@ class RoutingService:
             self._stop.set()
             if thread is not None:
                 thread.join(timeout=15)
+            for claim in self._ahead.values():
+                self._give_back(claim)
             self.heartbeat()
             log.info("broker stopped", extra={"qmgr": self.qm.name})
 
@@ -248,6 +254,12 @@ class RoutingService:
         size = limit or self.settings.batch_size
         try:
             return self._batch(queue, size)
+        except ClaimLost as exc:
+            # Not the batch's fault: its messages were purged, or a router that claimed
+            # before it died. Its routing changed the in-memory state: reload, claim again.
+            self.state = None
+            log.info("claim lost; claiming again", extra={"queue": queue, "error": exc.detail})
+            return BatchResult(0, [])
         except MQError as exc:
             if exc.reason == Reason.MQRC_CONNECTION_BROKEN:
                 # The batch changed the in-memory state and took a state version before its
@@ -271,6 +283,8 @@ class RoutingService:
         return BatchResult(sum(r.messages for r in results), [o for r in results for o in r.outcomes])
 
     def _batch(self, queue: str, size: int) -> BatchResult:
+        if self._claims:
+            return self._claimed_batch(queue, size)
         started = time.perf_counter()
         with self.qm.unit_of_work() as uow:
             if queue in self.config.streams and self._leased(uow, queue):
@@ -280,21 +294,81 @@ class RoutingService:
             messages = uow.get_batch(queue, size, in_turn=queue in self.config.streams)
             if not messages:
                 return BatchResult(0, [])
-            state = self._state(uow)
-            source = engine.source_of(state, queue)
-            now = now_ms()
-            outcomes: list[Outcome] = []
-            effects: list[Effect] = []
-            for message in messages:
-                outcome = self._route(message, source, state, now, queue)
-                state.apply_all(outcome.effects)
-                outcomes.append(outcome)
-                effects.extend(outcome.effects)
+            outcomes, effects = self._route_all(messages, self._state(uow), queue)
             uow.await_turn()  # before the writes that lock what the previous batch also locks
             dead = self._apply(uow, effects)
-        elapsed = time.perf_counter() - started
-        self._account(queue, outcomes, dead, elapsed, now_ms(), messages)
+        self._account(queue, outcomes, dead, time.perf_counter() - started, now_ms(), messages)
         return BatchResult(len(messages), outcomes)
+
+    def _claimed_batch(self, queue: str, size: int) -> BatchResult:
+        """SQLite: claim the batch in a short unit of work, route it holding no lock, then
+        consume it and write its effects in a second one (``queues.claims``), so that
+        publishers and other routers write while this one routes.
+
+        While a backlog lasts (the batch was full), the write also claims the next batch,
+        which saves a transaction and, with several routers, keeps each one's writing in
+        step with the others' routing instead of queueing every claim behind their writes."""
+        started = time.perf_counter()
+        claim = self._ahead.pop(queue, None)
+        if claim is None or self.state is None:
+            with self.qm.unit_of_work() as uow:
+                if claim is None:
+                    claim = self._claim(uow, queue, size)
+                    if claim is None:
+                        return BatchResult(0, [])
+                self._state(uow)
+        assert self.state is not None
+        messages = list(claim.messages)
+        try:
+            with self.qm.unit_of_work(read_only=True) as reader:
+                self.state.queues = UnitOfWorkQueues(reader)
+                outcomes, effects = self._route_all(messages, self.state, queue)
+            self.qm.await_claim_turn(claim)
+            with self.qm.unit_of_work() as uow:
+                uow.consume(claim)
+                dead = self._apply(uow, effects)
+                full = len(messages) == size and not self.stopping
+                ahead = self._claim(uow, queue, size) if full else None
+                if ahead is not None:
+                    self._state(uow)
+        except BaseException:
+            self._give_back(claim)
+            raise
+        if ahead is not None:
+            self._ahead[queue] = ahead
+        self._account(queue, outcomes, dead, time.perf_counter() - started, now_ms(), messages)
+        return BatchResult(len(messages), outcomes)
+
+    def _claim(self, uow: UnitOfWork, queue: str, size: int) -> Claim | None:
+        """The next batch of ``queue`` claimed in ``uow``; None if there is none, or the
+        stream is leased to a Spark job."""
+        if queue in self.config.streams and self._leased(uow, queue):
+            return None
+        claim = uow.claim_batch(queue, size)
+        return claim if claim.messages else None
+
+    def _give_back(self, claim: Claim) -> None:
+        """Put a failed batch's messages back at the head of their queue. If even that
+        fails, this router's next claim (or, should it die, another's) gives them back."""
+        try:
+            self.qm.release_claim(claim)
+        except Exception as exc:
+            log.warning("claim not given back yet", extra={"queue": claim.queue, "error": repr(exc)})
+
+    def _route_all(
+        self, messages: list[Message], state: BrokerState, queue: str
+    ) -> tuple[list[Outcome], list[Effect]]:
+        """Route a batch in order, each message seeing the state the ones before it left."""
+        source = engine.source_of(state, queue)
+        now = now_ms()
+        outcomes: list[Outcome] = []
+        effects: list[Effect] = []
+        for message in messages:
+            outcome = self._route(message, source, state, now, queue)
+            state.apply_all(outcome.effects)
+            outcomes.append(outcome)
+            effects.extend(outcome.effects)
+        return outcomes, effects
 
     def _leased(self, uow: UnitOfWork, queue: str) -> bool:
         """Whether a Spark job holds the stream's lease (``broker.spark.lease``): the shared

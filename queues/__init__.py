@@ -6,6 +6,7 @@ work, browse, expiry, backout and a dead-letter queue with MQDLH headers.
 
 from __future__ import annotations
 
+from queues.claims import Claim, ClaimLost
 from queues.database import make_engine
 from queues.definition import QueueDefinition
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
@@ -17,6 +18,8 @@ from queues.reasons import Reason, reason_name
 __all__ = [
     "DEAD_LETTER_QUEUE",
     "Browsed",
+    "Claim",
+    "ClaimLost",
     "MQError",
     "Message",
     "NoMessageAvailable",

@@ -20,14 +20,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import psycopg
 from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from queues import dlh, sql
+from queues import claims, dlh, sql
+from queues.claims import Claim, Claimant
 from queues.database import READ_ONLY, is_sqlite, make_engine
 from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
@@ -470,11 +471,7 @@ class UnitOfWork:
         however many processes claim concurrently (on PostgreSQL; SQLite's single writer
         orders them anyway). Call :meth:`await_turn` before the first write that another
         claimant may also need to lock; :meth:`commit` calls it in any case."""
-        definition = self.definitions([queue])[queue]
-        if definition is None:
-            raise UnknownObject(queue)
-        if not definition.get_enabled:
-            raise MQError(Reason.MQRC_GET_INHIBITED, f"gets from {queue} are inhibited")
+        definition = self._gettable(queue)
         now = now_ms()
         claim = partial(
             sql.claim_messages,
@@ -493,6 +490,35 @@ class UnitOfWork:
             self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
             self._gotten.extend(row[sql.ID] for row in rows)
         return [_row_to_message(row, now) for row in rows]
+
+    def _gettable(self, queue: str) -> QueueDefinition:
+        definition = self.definitions([queue])[queue]
+        if definition is None:
+            raise UnknownObject(queue)
+        if not definition.get_enabled:
+            raise MQError(Reason.MQRC_GET_INHIBITED, f"gets from {queue} are inhibited")
+        return definition
+
+    def claim_batch(self, queue: str, limit: int) -> Claim:
+        """Mark up to ``limit`` messages, in get order, as this queue manager's claim when
+        this unit of work commits (``queues.claims``). They stay on the queue, invisible
+        to other getters, until a later unit of work consumes the claim (:meth:`consume`)."""
+        self._gettable(queue)
+        now = now_ms()
+        claimant = self._qm.claimant
+        with _translated():
+            self._sweep_expired(queue, now)
+            turn, rows = claims.mark(self.connection, claimant, queue, limit, now)
+        ids = tuple(row[sql.ID] for row in rows)
+        return Claim(queue, claimant.token, turn, ids, tuple(_row_to_message(row, now) for row in rows))
+
+    def consume(self, claim: Claim) -> None:
+        """Get the claimed messages in this unit of work (:class:`queues.claims.ClaimLost`
+        if any is gone); a backout puts them back with BackoutCount + 1, as a get's does."""
+        with _translated():
+            claims.consume(self.connection, claim)
+        self._deltas[claim.queue] = self._deltas.get(claim.queue, 0) - len(claim.ids)
+        self._gotten.extend(claim.ids)
 
     def _claim_in_turn(self, claim: Callable[[], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
         """Claim while claims are serialised, and draw a turn if this is the unit of work's
@@ -621,6 +647,8 @@ class QueueManager:
 
     def close(self) -> None:
         self.notifier.close()
+        if "claimant" in self.__dict__:
+            self.claimant.close()
         self.engine.dispose()
 
     def __enter__(self) -> QueueManager:
@@ -631,10 +659,41 @@ class QueueManager:
 
     # -- units of work ---------------------------------------------------------------------
 
+    @cached_property
+    def claimant(self) -> Claimant:
+        """This queue manager as the owner of claims (made at its first claim). Liveness is
+        a file lock beside a SQLite database; PostgreSQL routers claim with row locks."""
+        return Claimant(self.engine.url.database if is_sqlite(self.engine) else None)
+
+    def await_claim_turn(self, claim: Claim) -> None:
+        """Wait until every batch of ``claim``'s queue claimed before it has been consumed
+        or given back (``queues.claims``)."""
+        claims.await_turn(self.claimant, claim, self.reading)
+
+    def await_claims(self, queue: str, poll_seconds: float = 0.005) -> None:
+        """Wait until no running router holds a claim on ``queue`` (a job taking a stream
+        over from its routers); dead routers' claims are given back. SQLite only: a
+        PostgreSQL router's claim is its transaction."""
+        if not is_sqlite(self.engine):
+            return
+        while True:
+            with self.unit_of_work() as uow:
+                live = claims.live_claims(uow.connection, self.claimant, queue)
+            if not live:
+                return
+            time.sleep(poll_seconds)
+
+    def release_claim(self, claim: Claim) -> None:
+        """Give a claim's messages back to the queue, where they are next again."""
+        with self.unit_of_work() as uow:
+            sql.release_claims(uow.connection, claim.queue, claim.owner, claim.turn)
+
     @contextmanager
-    def unit_of_work(self) -> Iterator[UnitOfWork]:
-        """Commit when the block ends normally; back out if it raises."""
-        with _translated(), self.engine.connect() as connection:
+    def unit_of_work(self, *, read_only: bool = False) -> Iterator[UnitOfWork]:
+        """Commit when the block ends normally; back out if it raises. ``read_only``: a
+        unit of work that only reads, and on SQLite never waits for (or blocks) a writer."""
+        options = {READ_ONLY: True} if read_only else {}
+        with _translated(), self.engine.connect().execution_options(**options) as connection:
             uow = UnitOfWork(self, connection)
             try:
                 yield uow

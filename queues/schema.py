@@ -101,6 +101,10 @@ messages = Table(
     # The CorrelId again on queues with INDXTYPE(CORRELID), NULL elsewhere: only those rows
     # enter the CorrelId index, which would otherwise cost every put a third of its time.
     Column("correl_key", LargeBinary(24), nullable=True),
+    # SQLite only: which router has claimed the message and in which turn (``queues.claims``).
+    # Set in a short transaction of its own, so that routing happens outside the one write lock.
+    Column("claimed_by", String(40), nullable=True),
+    Column("claim_turn", BigInteger, nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -116,9 +120,11 @@ def _where_set(name: str, column: Column[Any]) -> Index:
 
 _where_set("ix_mq_messages_correl_key", messages.c.correl_key)
 _where_set("ix_mq_messages_expiry", messages.c.expires_at)
+_where_set("ix_mq_messages_claimed_by", messages.c.claimed_by)
 
 # The turns of concurrent claims on PostgreSQL (``queues.sql``, "claim turns"): 1..2147483646,
 # cycling. Migration 0010 creates it there; SQLite has no sequences and needs none.
 claim_turns = Sequence("mq_claim_turns")
 
-MESSAGE_COLUMNS = tuple(c.name for c in messages.columns if c.name != "id")
+# What a put writes: the claim columns start empty.
+MESSAGE_COLUMNS = tuple(c.name for c in messages.columns if c.name not in ("id", "claimed_by", "claim_turn"))

@@ -168,6 +168,10 @@ def apply_depth(
 # --- messages --------------------------------------------------------------------------------
 
 
+# Messages a SQLite router has claimed (see "claims" below) are invisible to other getters.
+_unclaimed = messages.c.claimed_by.is_(None)
+
+
 def _live(now: Any) -> Any:
     return or_(messages.c.expires_at.is_(None), messages.c.expires_at > now)
 
@@ -302,7 +306,7 @@ def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
     """The claim for one filter (compiled once per dialect by :func:`_compiled`: it runs
     for every batch). On a queue with INDXTYPE(CORRELID) a get by CorrelId asks for
     ``correl_key``, which only that queue's rows carry, so the partial index serves it."""
-    conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now"))]
+    conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now")), _unclaimed]
     if by_msg_id:
         conditions.append(messages.c.msg_id == bindparam("msg_id"))
     if by_correl_id:
@@ -410,8 +414,89 @@ def delete_expired(conn: Connection, queue: str, now: int) -> int:
         messages.c.queue == queue,
         messages.c.expires_at.isnot(None),
         messages.c.expires_at <= now,
+        _unclaimed,
     )
     return conn.execute(stmt).rowcount
+
+
+# --- claims (SQLite) ------------------------------------------------------------------------
+# A SQLite router marks its batch in one short transaction and removes it, with every effect,
+# in a second one (``queues.claims``); between the two it routes holding no lock. Other
+# getters skip marked rows, as PostgreSQL's SKIP LOCKED skips a router's locked ones.
+
+
+def mark_claims(
+    conn: Connection, queue: str, limit: int, now: int, owner: str, turn: int
+) -> list[tuple[Any, ...]]:
+    """Mark up to ``limit`` live, unclaimed messages of ``queue`` in get order as ``owner``'s
+    claim of ``turn``; returns them as tuples in table column order, in get order."""
+    params = {"queue": queue, "now": now, "limit": limit, "owner": owner, "turn": turn}
+    rows = _fetch(conn, _compiled(conn.dialect, "mark_claims", _mark_statement), params)
+    rows.sort(key=_get_order)
+    return rows
+
+
+def _mark_statement() -> Any:
+    chosen = (
+        select(messages.c.id)
+        .where(messages.c.queue == bindparam("queue"), _live(bindparam("now")), _unclaimed)
+        .order_by(messages.c.priority.desc(), messages.c.id)
+        .limit(bindparam("limit"))
+    )
+    return (
+        update(messages)
+        .where(messages.c.id.in_(chosen.scalar_subquery()))
+        .values(claimed_by=bindparam("owner"), claim_turn=bindparam("turn"))
+        .returning(*messages.c)
+    )
+
+
+def claimants(conn: Connection, queue: str) -> list[tuple[str, int, int]]:
+    """(owner, lowest turn, highest turn) of every owner holding claims on ``queue``."""
+    return [tuple(row) for row in fetch_cached(conn, "claimants", _claimants_statement, {"queue": queue})]  # type: ignore[misc]
+
+
+def _claimants_statement() -> Any:
+    return (
+        select(messages.c.claimed_by, func.min(messages.c.claim_turn), func.max(messages.c.claim_turn))
+        .where(messages.c.queue == bindparam("queue"), messages.c.claimed_by.isnot(None))
+        .group_by(messages.c.claimed_by)
+    )
+
+
+def release_claims(conn: Connection, queue: str, owner: str, turn: int | None = None) -> int:
+    """Unmark ``owner``'s claims on ``queue`` (only those of ``turn``, if given)."""
+    conditions = [messages.c.queue == queue, messages.c.claimed_by == owner]
+    if turn is not None:
+        conditions.append(messages.c.claim_turn == turn)
+    stmt = update(messages).where(*conditions).values(claimed_by=None, claim_turn=None)
+    return conn.execute(stmt).rowcount
+
+
+def consume_claims(conn: Connection, queue: str, owner: str, turn: int) -> int:
+    """Remove ``owner``'s claimed messages of ``turn``; returns how many there still were."""
+    params = {"queue": queue, "owner": owner, "turn": turn}
+    return _execute(conn, _compiled(conn.dialect, "consume_claims", _consume_statement), params)
+
+
+def _consume_statement() -> Any:
+    return delete(messages).where(
+        messages.c.queue == bindparam("queue"),
+        messages.c.claimed_by == bindparam("owner"),
+        messages.c.claim_turn == bindparam("turn"),
+    )
+
+
+def _execute(conn: Connection, compiled: Any, params: dict[str, Any]) -> int:
+    """Run ``compiled`` on the driver's cursor; returns the rows it changed."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    cursor = driver.cursor()
+    try:
+        cursor.execute(compiled.string, _arguments(compiled, params))
+        return int(cursor.rowcount)
+    finally:
+        cursor.close()
 
 
 def browse_messages(

@@ -11,9 +11,9 @@ messages, publisher confirms with ``--confirm-window`` (default 500) in flight;
 timed until the last confirm. Both sides make the same promise when they say done:
 every delivery is on disk in its subscriber queue.
 
-Scale-out: the PostgreSQL backlog again with ``--scale-out`` routing processes (default
-2) sharing the stream, as several ``broker serve`` processes do (``docs/operations.md``:
-batches commit in claim order, so the stream's order is kept).
+Scale-out: each backlog again with ``--scale-out`` routing processes (default 2) sharing
+the stream, as ``broker serve --routers`` runs them (``docs/operations.md``: batches commit
+in claim order, so the stream's order is kept).
 
 Streaming: a publisher puts at a fixed rate while ``broker serve`` (a separate
 process) routes; put-to-delivery latency is each delivery's commit-time stamp minus
@@ -411,11 +411,11 @@ def run(
 
 
 def _backlog_runs(databases: Sequence[str], scale_out: int) -> list[tuple[str, int]]:
-    """One router per database, then ``scale_out`` routers on PostgreSQL (SQLite has one
-    writer: more routers add nothing there, ``docs/operations.md``)."""
+    """One router per database, then ``scale_out`` routers on each (``broker serve
+    --routers``, ``docs/operations.md``)."""
     runs = [(kind, 1) for kind in databases]
-    if scale_out > 1 and "postgresql" in databases:
-        runs.append(("postgresql", scale_out))
+    if scale_out > 1:
+        runs.extend((kind, scale_out) for kind in databases)
     return runs
 
 
@@ -470,9 +470,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream-seconds", type=float, default=10.0)
     parser.add_argument("--publishers", type=int, default=PUBLISHERS, help="threads sharing the rate")
     parser.add_argument("--memory-backlog", type=int, default=0)
-    parser.add_argument(
-        "--scale-out", type=int, default=2, help="routers sharing the stream on PostgreSQL (1: none)"
-    )
+    parser.add_argument("--scale-out", type=int, default=2, help="routers sharing the stream (1: none)")
     parser.add_argument("--json", action="store_true")
 
 

@@ -31,16 +31,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="QUEUE[=SUBPOINT]",
         help="a stream queue to serve (repeatable; default SYSTEM.BROKER.DEFAULT.STREAM)",
     )
-    serve.add_argument(
-        "--routers", type=int, help="routing processes sharing the work (PostgreSQL; default 1)"
-    )
+    serve.add_argument("--routers", type=int, help="routing processes sharing the work (default 1)")
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
     serve.set_defaults(handler=run)
 
 
 def run(ctx: Context) -> None:
-    router_pool.check(ctx.settings, ctx.engine())
+    router_pool.check(ctx.settings)
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)

@@ -220,8 +220,7 @@ def run(spark: SparkSession, qm: QueueManager, settings: Settings, options: JobO
     owner = f"spark:{socket.gethostname()}:{os.getpid()}:{job}"
     resource = lease.stream_resource(stream)
     db = qm.engine
-    with db.begin() as conn:
-        lease.take(conn, resource, owner, now_ms(), options.lease_ms)
+    lease.take_over(qm, stream, owner, options.lease_ms)
     log.info("stream leased", extra={"stream": stream, "owner": owner})
     merged = False
     try:

@@ -17,8 +17,10 @@ both would deliver the same publications. The resource ``stream:<queue>`` in
   transaction. A service batch that creates it holds the new row's index entry
   until it commits, so a job creating it at the same time waits for that batch
   just the same.
-* On SQLite the writer lock already serialises both (every unit of work is
-  ``BEGIN IMMEDIATE``); the lock clauses compile to nothing.
+* On SQLite the lock clauses compile to nothing: the writer lock serialises the
+  lease check with the claim it precedes, but a router routes its claimed batch
+  after that transaction (``queues.claims``), so the job then waits for the
+  running routers' claims to be consumed (:func:`take_over`).
 
 The job renews the lease while it runs; a renewal or the final merge that
 finds the lease lapsed fails the job rather than risk routing what a service
@@ -35,8 +37,9 @@ from sqlalchemy import Connection, bindparam, select, update
 
 from broker.spark.schema import leases
 from broker.spark.staging import insert_new
-from queues import sql
+from queues import QueueManager, sql
 from queues.errors import MQError
+from queues.ids import now_ms
 from queues.reasons import Reason
 
 DEFAULT_LEASE_MS = 60_000
@@ -96,6 +99,13 @@ def take(conn: Connection, resource: str, owner: str, now: int, lease_ms: int = 
     conn.execute(
         update(leases).where(leases.c.resource == resource).values(owner=owner, until=now + lease_ms)
     )
+
+
+def take_over(qm: QueueManager, stream: str, owner: str, lease_ms: int = DEFAULT_LEASE_MS) -> None:
+    """Take ``stream``'s lease for ``owner`` and return once no router is routing any of it."""
+    with qm.engine.begin() as conn:
+        take(conn, stream_resource(stream), owner, now_ms(), lease_ms)
+    qm.await_claims(stream)
 
 
 def renew(conn: Connection, resource: str, owner: str, now: int, lease_ms: int = DEFAULT_LEASE_MS) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy import (
     Text,
 )
 
-from queues.schema import NAMING, messages
+from queues.schema import MESSAGE_COLUMNS, NAMING, messages
 
 metadata = MetaData(naming_convention=NAMING)
 
@@ -83,7 +83,7 @@ puts = Table(
     # a delivery that overflows its queue at the merge is dead-lettered from these.
     Column("asked_priority", SmallInteger, nullable=False),
     Column("asked_persistence", SmallInteger, nullable=False),
-    *(Column(c.name, c.type, nullable=c.nullable) for c in messages.columns if c.name != "id"),
+    *(Column(c.name, c.type, nullable=c.nullable) for c in messages.columns if c.name in MESSAGE_COLUMNS),
     # Rows in key order: the merge reads a job's puts in (job, seq, idx) order (migration 0009).
     sqlite_with_rowid=False,
 )

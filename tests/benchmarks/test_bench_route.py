@@ -28,15 +28,21 @@ def test_the_broker_backlog_delivers_every_copy(kind: str) -> None:
     assert (mine.publications, mine.deliveries) == (40, 40 * len(route.SUBSCRIBERS))
 
 
-def test_scaled_out_routers_share_the_backlog_without_double_delivery() -> None:
-    shared = route.broker_backlog("postgresql", 400, PG_ADMIN_URL, batch_size=8, routers=2)
-    assert shared.system == "broker/postgresql x2"
+@pytest.mark.parametrize("kind", DATABASES)
+def test_scaled_out_routers_share_the_backlog_without_double_delivery(kind: str) -> None:
+    shared = route.broker_backlog(kind, 400, PG_ADMIN_URL, batch_size=8, routers=2)
+    assert shared.system == f"broker/{kind} x2"
     assert (shared.publications, shared.deliveries) == (400, 400 * len(route.SUBSCRIBERS))
 
 
-def test_scale_out_is_measured_on_postgresql_only() -> None:
-    assert route._backlog_runs(DATABASES, 2) == [("sqlite", 1), ("postgresql", 1), ("postgresql", 2)]
-    assert route._backlog_runs(("sqlite",), 2) == [("sqlite", 1)]
+def test_scale_out_is_measured_on_each_database_after_one_router() -> None:
+    assert route._backlog_runs(DATABASES, 2) == [
+        ("sqlite", 1),
+        ("postgresql", 1),
+        ("sqlite", 2),
+        ("postgresql", 2),
+    ]
+    assert route._backlog_runs(("sqlite",), 3) == [("sqlite", 1), ("sqlite", 3)]
     assert route._backlog_runs(DATABASES, 1) == [("sqlite", 1), ("postgresql", 1)]
 
 

@@ -6,7 +6,6 @@ import pytest
 
 from broker import router_pool
 from broker.config import ConfigError, Settings, load_settings
-from queues import make_engine
 
 
 def test_routers_come_from_the_environment_as_a_number() -> None:
@@ -15,22 +14,15 @@ def test_routers_come_from_the_environment_as_a_number() -> None:
         load_settings(environ={"BROKER_ROUTERS": "two"})
 
 
-@pytest.mark.parametrize(
-    ("url", "routers", "refusal"),
-    [
-        ("sqlite:///broker.db", 2, "needs PostgreSQL"),
-        ("postgresql://postgres@127.0.0.1/none", 0, "at least 1"),
-        ("sqlite:///broker.db", 0, "at least 1"),
-    ],
-)
-def test_router_counts_that_cannot_work_are_refused(url: str, routers: int, refusal: str) -> None:
-    with pytest.raises(ConfigError, match=refusal):
-        router_pool.check(Settings(routers=routers), make_engine(url))
+@pytest.mark.parametrize("routers", [0, -1])
+def test_router_counts_below_one_are_refused(routers: int) -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        router_pool.check(Settings(routers=routers))
 
 
-@pytest.mark.parametrize(("url", "routers"), [("sqlite:///broker.db", 1), ("postgresql://h/none", 4)])
-def test_one_router_anywhere_and_several_on_postgresql_are_accepted(url: str, routers: int) -> None:
-    router_pool.check(Settings(routers=routers), make_engine(url))
+@pytest.mark.parametrize("routers", [1, 4])
+def test_one_router_or_several_are_accepted(routers: int) -> None:
+    router_pool.check(Settings(routers=routers))
 
 
 class Finished:

@@ -20,7 +20,7 @@ from broker import engine as routing_engine
 from broker import service as service_module
 from broker import store
 from broker.authority import AclRule, Permission, PrincipalKind
-from broker.client import BrokerResponse, read_response
+from broker.client import BrokerResponse, decode_publication, read_response
 from broker.collector import COLLECTOR_THRESHOLDS
 from broker.effects import AddSubscription, RemoveSubscription
 from broker.publication import broker_correl_id
@@ -695,3 +695,26 @@ def test_a_running_router_collects_young_objects_less_often(qm: QueueManager) ->
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("shared", ["sqlite"], indirect=True)  # PostgreSQL claims with row locks
+def test_on_sqlite_a_backlogs_next_batch_is_claimed_with_the_last_and_given_back_at_stop(
+    broker: Broker,
+) -> None:
+    """While a backlog lasts the write of one batch claims the next (``queues.claims``): no
+    other getter takes it meanwhile, and a router that stops gives it back, in its place."""
+    broker.define("SUB.Q")
+    broker.subscribe("#", "SUB.Q")
+    for n in range(45):
+        broker.put(psc_text("Publish", "T"), payload=str(n).encode(), msg_type=MQMT_DATAGRAM)
+
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 20
+    assert decode_publication(broker.qm.get(DEFAULT_STREAM)).text == "40"  # 20-39 are claimed
+    broker.service.stop()
+    broker.service.run(channels=False)  # stops at once, giving the claim back
+    with QueueManager(broker.qm.engine) as another:  # another router; the first one lives on
+        restarted = service(another, batch_size=20)
+        while restarted.route_queue(DEFAULT_STREAM).messages:
+            pass
+
+    assert bodies(drain(broker.qm, "SUB.Q")) == [str(n) for n in range(45) if n != 40]

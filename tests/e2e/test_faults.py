@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from broker.client import BrokerClient, decode_publication
 from broker.options import RegOpt
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
 from queues import QueueManager
-from tests.e2e.processes import BROKER, Brokers, PrivateCluster, Publisher, child_environment, wait_until
+from tests.e2e.processes import Brokers, PrivateCluster, Publisher, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -129,8 +128,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(brokers: Brokers
     assert len(broker.lines("broker started")) == 6
 
 
-# Scale-out needs SKIP LOCKED: PostgreSQL only (SQLite serves one writer at a time).
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+# Scale-out: SKIP LOCKED on PostgreSQL, claims on SQLite (queues.claims).
 def test_two_brokers_share_one_database_without_double_delivery(brokers: Brokers) -> None:
     first = brokers.start("first", batch_size=5)
     second = brokers.start("second", batch_size=5)
@@ -166,7 +164,6 @@ def test_two_brokers_share_one_database_without_double_delivery(brokers: Brokers
     assert second_stats["publications"] == second.routed()
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_two_brokers_sharing_a_stream_keep_its_publication_order(brokers: Brokers) -> None:
     """Batches of a stream commit in the order they were claimed (claim turns), so two
     routers sharing it deliver a publisher's publications in the order they were put."""
@@ -183,7 +180,6 @@ def test_two_brokers_sharing_a_stream_keep_its_publication_order(brokers: Broker
     check_exactly_once(brokers.qm, publisher, ordered=True)
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_a_broker_with_two_routers_shares_the_stream_and_stops_them_all(brokers: Brokers) -> None:
     """``broker serve --routers 2``: a second routing process shares the stream, keeps its
     order, is started again if it dies, and ends with the broker on SIGTERM."""
@@ -206,18 +202,6 @@ def test_a_broker_with_two_routers_shares_the_stream_and_stops_them_all(brokers:
     with pytest.raises(ProcessLookupError):  # stopped and reaped with the broker
         os.kill(restarted, 0)
     assert len(broker.lines("broker stopped")) == 2  # the serving router and the restarted one
-
-
-def test_routers_above_one_are_refused_on_sqlite(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [str(BROKER), "--db", f"sqlite:///{tmp_path / 'broker.db'}", "serve", "--routers", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=child_environment(),
-    )
-    assert result.returncode == 2
-    assert "routers > 1 needs PostgreSQL" in result.stderr
 
 
 def test_postgresql_restarted_under_the_running_broker(

@@ -157,8 +157,7 @@ def test_taking_the_lease_waits_for_a_service_batch_in_flight(qm, service, monke
     taken = threading.Event()
 
     def take() -> None:
-        with qm.engine.begin() as conn:
-            lease.take(conn, STREAM, "spark:job", now_ms(), 60_000)
+        lease.take_over(qm, DEFAULT_STREAM, "spark:job")
         taken.set()
 
     taker = threading.Thread(target=take)

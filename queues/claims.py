@@ -1,0 +1,162 @@
+"""Claims: how a SQLite router takes a batch without holding the one write lock while it routes.
+
+SQLite lets one transaction write at a time. A router that claimed its batch, routed
+it and wrote its effects in one transaction held that lock for the whole batch, so
+publishers waited for the routing, and a second router could only wait too. Instead a
+SQLite router works in three steps:
+
+1. **Claim**, in a short transaction: mark the next messages of the queue as its own
+   (``claimed_by``, ``claim_turn``) and commit. Other getters skip marked messages, as
+   PostgreSQL's ``SKIP LOCKED`` skips a router's locked rows.
+2. **Route** the batch holding no lock; publishers and other routers write meanwhile.
+3. **Consume**, in a second transaction: remove the marked messages and write every
+   effect; all of it commits, or none of it.
+
+Exactly once: a router that dies between 1 and 3 leaves marks behind and nothing else.
+Each claimant holds an exclusive ``flock`` on a file of its own beside the database
+(``<database>-claims/<token>``) for its life; the kernel drops it when the process
+dies, so the next claimant finds the marks' owner gone, unmarks them, and the messages
+are routed again. Removal checks that every marked message is still there: one
+purged or reclaimed meanwhile makes the consume fail (:class:`ClaimLost`), and the
+batch is claimed afresh.
+
+Order: batches commit in claim order. A claim draws a turn above every outstanding
+one on its queue, and its consume waits until no lower turn is outstanding. If the
+owner of a lower turn is dead, the waiting claim gives its messages back too, so that
+the dead router's (earlier) messages are claimed first again.
+
+One claiming loop per queue manager: a claimant's own marks found at its next claim
+are left over from a batch that failed, and are given back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from queues import sql
+from queues.errors import MQError
+from queues.message import Message
+from queues.reasons import Reason
+
+TURN_POLL_SECONDS = 0.0005
+
+
+class ClaimLost(MQError):
+    """The claim can no longer be consumed as it was routed: claim the queue again."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Reason.MQRC_BACKED_OUT, detail)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A batch marked as one claimant's, in get order."""
+
+    queue: str
+    owner: str
+    turn: int
+    ids: tuple[int, ...]
+    messages: tuple[Message, ...]
+
+
+class Claimant:
+    """A queue manager's identity as a claimant, and the file lock that shows it is alive."""
+
+    def __init__(self, database: str | None) -> None:
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        in_memory = not database or database == ":memory:" or database.startswith("file::memory:")
+        self._directory = None if in_memory else os.path.abspath(database) + "-claims"  # type: ignore[arg-type]
+        self._fd: int | None = None
+        if self._directory is not None:
+            os.makedirs(self._directory, exist_ok=True)
+            self._fd = os.open(os.path.join(self._directory, self.token), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def alive(self, owner: str) -> bool:
+        """Whether ``owner`` still runs. Without a database file (an in-memory database,
+        or PostgreSQL, whose routers do not claim this way) the only claimant known to run
+        is this one."""
+        if owner == self.token:
+            return True
+        if self._directory is None:
+            return False
+        path = os.path.join(self._directory, os.path.basename(owner))
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        os.unlink(path)  # its owner is gone: tidy up after it
+        return False
+
+    def close(self) -> None:
+        if self._fd is not None and self._directory is not None:
+            os.unlink(os.path.join(self._directory, self.token))
+            os.close(self._fd)
+            self._fd = None
+
+
+def mark(
+    conn: Connection, claimant: Claimant, queue: str, limit: int, now: int
+) -> tuple[int, list[tuple[object, ...]]]:
+    """Mark up to ``limit`` messages of ``queue`` in a turn above every outstanding one:
+    (turn, rows). What dead claimants left marked, and this one's own leftovers (from a
+    batch that failed), are given back first."""
+    highest = 0
+    for owner, _low, high in live_claims(conn, claimant, queue):
+        if owner == claimant.token:
+            sql.release_claims(conn, queue, owner)
+        else:
+            highest = max(highest, high)
+    return highest + 1, sql.mark_claims(conn, queue, limit, now, claimant.token, highest + 1)
+
+
+def live_claims(conn: Connection, claimant: Claimant, queue: str) -> list[tuple[str, int, int]]:
+    """(owner, lowest turn, highest turn) of the running claimants' claims on ``queue``
+    (this one's included); the claims of dead ones are given back."""
+    live = []
+    for owner, low, high in sql.claimants(conn, queue):
+        if claimant.alive(owner):
+            live.append((owner, low, high))
+        else:
+            sql.release_claims(conn, queue, owner)
+    return live
+
+
+def await_turn(claimant: Claimant, claim: Claim, reading: object) -> None:
+    """Return once no lower turn than ``claim``'s is outstanding on its queue; raise
+    :class:`ClaimLost` (after giving the claim back) if a lower one's owner is dead.
+    ``reading`` opens a read-only transaction (``QueueManager.reading``)."""
+    while True:
+        with reading() as conn:  # type: ignore[operator]
+            earlier = [
+                owner
+                for owner, low, _high in sql.claimants(conn, claim.queue)
+                if owner != claim.owner and low < claim.turn
+            ]
+        if not earlier:
+            return
+        if not all(claimant.alive(owner) for owner in earlier):
+            raise ClaimLost(f"a router that claimed {claim.queue} before this batch has died")
+        time.sleep(TURN_POLL_SECONDS)
+
+
+def consume(conn: Connection, claim: Claim) -> None:
+    """Remove the claimed messages in the caller's transaction; :class:`ClaimLost` if any
+    of them is gone (purged, expired, or reclaimed from this claimant)."""
+    removed = sql.consume_claims(conn, claim.queue, claim.owner, claim.turn)
+    if removed != len(claim.ids):
+        raise ClaimLost(
+            f"{len(claim.ids) - removed} of the {len(claim.ids)} messages claimed on {claim.queue} are gone"
+        )
