@@ -150,8 +150,8 @@ class RoutingService:
         self._last_housekeeping = 0.0
         self._linked: set[str] = set()
         self.channels: ChannelSupervisor | None = None
-        # SQLite: batches that carry more messages hold the one write lock less per message;
-        # a PostgreSQL router gains nothing by waiting (docs/performance.md, latency).
+        # SQLite: an optional pause to gather larger batches; off by default since routing
+        # holds no lock (docs/performance.md, latency); PostgreSQL never pauses.
         self._linger = settings.sqlite_linger_ms / 1000 if is_sqlite(qm.engine) else 0.0
         # SQLite routes outside its one write lock through claims; a PostgreSQL batch's
         # claim is its transaction's row locks (``queues.claims``).

@@ -63,6 +63,7 @@ class Claim:
     turn: int
     ids: tuple[int, ...]
     messages: tuple[Message, ...]
+    behind: bool  # another claimant's turn was outstanding when this one was drawn
 
 
 class Claimant:
@@ -112,7 +113,7 @@ def mark(
 ) -> tuple[int, list[tuple[object, ...]]]:
     """Mark up to ``limit`` messages of ``queue`` in a turn above every outstanding one:
     (turn, rows). What dead claimants left marked, and this one's own leftovers (from a
-    batch that failed), are given back first."""
+    batch that failed), are given back first. Turn 1 means no other turn was outstanding."""
     highest = 0
     for owner, _low, high in live_claims(conn, claimant, queue):
         if owner == claimant.token:
@@ -136,9 +137,10 @@ def live_claims(conn: Connection, claimant: Claimant, queue: str) -> list[tuple[
 
 def await_turn(claimant: Claimant, claim: Claim, reading: object) -> None:
     """Return once no lower turn than ``claim``'s is outstanding on its queue; raise
-    :class:`ClaimLost` (after giving the claim back) if a lower one's owner is dead.
-    ``reading`` opens a read-only transaction (``QueueManager.reading``)."""
-    while True:
+    :class:`ClaimLost` if a lower one's owner is dead (the caller gives its claim back).
+    ``reading`` opens a read-only transaction (``QueueManager.reading``). A claim drawn
+    when no other was outstanding returns at once: every later turn is higher."""
+    while claim.behind:
         with reading() as conn:  # type: ignore[operator]
             earlier = [
                 owner

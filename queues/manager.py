@@ -510,7 +510,8 @@ class UnitOfWork:
             self._sweep_expired(queue, now)
             turn, rows = claims.mark(self.connection, claimant, queue, limit, now)
         ids = tuple(row[sql.ID] for row in rows)
-        return Claim(queue, claimant.token, turn, ids, tuple(_row_to_message(row, now) for row in rows))
+        messages = tuple(_row_to_message(row, now) for row in rows)
+        return Claim(queue, claimant.token, turn, ids, messages, behind=turn > 1)
 
     def consume(self, claim: Claim) -> None:
         """Get the claimed messages in this unit of work (:class:`queues.claims.ClaimLost`
