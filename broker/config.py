@@ -31,10 +31,10 @@ class Settings:
     # Routing service
     batch_size: int = 500
     # On SQLite, how long the router waits after a batch that was not full before its next one,
-    # so that a steady stream's batches hold the one write lock less per message; 0: not at all.
+    # to gather larger batches; 0 (the default): not at all, since routing holds no lock.
     sqlite_linger_ms: int = 0
     stream_queues: tuple[str, ...] = ("SYSTEM.BROKER.DEFAULT.STREAM",)
-    # Routing processes `broker serve` runs (PostgreSQL only above 1; broker.router_pool).
+    # Routing processes `broker serve` runs (broker.router_pool).
     routers: int = 1
     default_policy: str = "allow"
     admin_group: str = "mqm"

@@ -372,7 +372,8 @@ class RoutingService:
 
     def _leased(self, uow: UnitOfWork, queue: str) -> bool:
         """Whether a Spark job holds the stream's lease (``broker.spark.lease``): the shared
-        row lock taken here makes the job wait until this batch has committed."""
+        row lock taken here makes the job wait until this batch has committed (on SQLite,
+        until the claim it precedes has been consumed)."""
         holder = lease.holder(uow.connection, lease.stream_resource(queue), now_ms())
         if holder is not None:
             log.debug("stream leased; not routing it", extra={"queue": queue, "holder": holder})

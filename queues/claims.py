@@ -35,6 +35,8 @@ import fcntl
 import os
 import secrets
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -63,7 +65,12 @@ class Claim:
     turn: int
     ids: tuple[int, ...]
     messages: tuple[Message, ...]
-    behind: bool  # another claimant's turn was outstanding when this one was drawn
+
+    @property
+    def behind(self) -> bool:
+        """Whether another claimant's turn was outstanding when this one was drawn
+        (:func:`mark` draws turn 1 only when none was)."""
+        return self.turn > 1
 
 
 class Claimant:
@@ -135,13 +142,15 @@ def live_claims(conn: Connection, claimant: Claimant, queue: str) -> list[tuple[
     return live
 
 
-def await_turn(claimant: Claimant, claim: Claim, reading: object) -> None:
+def await_turn(
+    claimant: Claimant, claim: Claim, reading: Callable[[], AbstractContextManager[Connection]]
+) -> None:
     """Return once no lower turn than ``claim``'s is outstanding on its queue; raise
     :class:`ClaimLost` if a lower one's owner is dead (the caller gives its claim back).
     ``reading`` opens a read-only transaction (``QueueManager.reading``). A claim drawn
     when no other was outstanding returns at once: every later turn is higher."""
     while claim.behind:
-        with reading() as conn:  # type: ignore[operator]
+        with reading() as conn:
             earlier = [
                 owner
                 for owner, low, _high in sql.claimants(conn, claim.queue)

@@ -511,7 +511,7 @@ class UnitOfWork:
             turn, rows = claims.mark(self.connection, claimant, queue, limit, now)
         ids = tuple(row[sql.ID] for row in rows)
         messages = tuple(_row_to_message(row, now) for row in rows)
-        return Claim(queue, claimant.token, turn, ids, messages, behind=turn > 1)
+        return Claim(queue, claimant.token, turn, ids, messages)
 
     def consume(self, claim: Claim) -> None:
         """Get the claimed messages in this unit of work (:class:`queues.claims.ClaimLost`

@@ -475,8 +475,9 @@ def release_claims(conn: Connection, queue: str, owner: str, turn: int | None = 
 
 def consume_claims(conn: Connection, queue: str, owner: str, turn: int) -> int:
     """Remove ``owner``'s claimed messages of ``turn``; returns how many there still were."""
+    compiled = _compiled(conn.dialect, "consume_claims", _consume_statement)
     params = {"queue": queue, "owner": owner, "turn": turn}
-    return _execute(conn, _compiled(conn.dialect, "consume_claims", _consume_statement), params)
+    return conn.exec_driver_sql(compiled.string, _arguments(compiled, params)).rowcount
 
 
 def _consume_statement() -> Any:
@@ -485,18 +486,6 @@ def _consume_statement() -> Any:
         messages.c.claimed_by == bindparam("owner"),
         messages.c.claim_turn == bindparam("turn"),
     )
-
-
-def _execute(conn: Connection, compiled: Any, params: dict[str, Any]) -> int:
-    """Run ``compiled`` on the driver's cursor; returns the rows it changed."""
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    cursor = driver.cursor()
-    try:
-        cursor.execute(compiled.string, _arguments(compiled, params))
-        return int(cursor.rowcount)
-    finally:
-        cursor.close()
 
 
 def browse_messages(
