@@ -8,8 +8,11 @@ to WAL waits politely, and ``synchronous=FULL`` makes a committed put survive
 power loss, as a persistent MQ message does. Read-only work (browse, inquire)
 asks for ``BEGIN DEFERRED`` so that it never blocks the writer.
 
-PostgreSQL: psycopg 3, ``pool_pre_ping`` so that a restarted server costs one
-failed batch and a reconnect, not a dead process.
+PostgreSQL: psycopg 3. A pooled connection that has sat idle for a while is pinged
+before it is handed out, and one the driver already knows is broken is replaced, so
+that a restarted server costs one failed batch and a reconnect, not a dead process.
+A connection in constant use (a router's, a busy publisher's) is not pinged: the
+ping is a round trip, one of a dozen in a streaming batch (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 
 from queues.writer_lock import writer_lock
 
@@ -28,6 +31,10 @@ READ_ONLY = "queues_read_only"
 # taking the write lock is retried finely by _begin_immediate instead.
 STATEMENT_BUSY_MS = 5
 DEFAULT_SQLITE_URL = "sqlite:///broker.db"
+# A PostgreSQL connection idle this long is pinged at checkout: long enough that a busy
+# loop never pays for it, short enough that an idle client finds a restart out at once.
+PING_AFTER_IDLE_SECONDS = 1.0
+_IDLE_SINCE = "queues_idle_since"
 
 
 def normalise_url(url: str) -> str:
@@ -55,10 +62,42 @@ def make_engine(
         engine = create_engine(url, **kwargs)
         _configure_sqlite(engine, sqlite_synchronous.upper(), busy_timeout_ms)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 5)
     kwargs.setdefault("max_overflow", 10)
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    _ping_when_idle(engine)
+    return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Pessimistic disconnect handling that costs nothing on a busy connection: a broken
+    or long-idle connection raises DisconnectionError at checkout, and the pool replaces
+    it with a new one (a server that is down then fails the checkout itself). Once the
+    pool has had to drop one connection, every connection checked in before that is
+    pinged too: a restarted server broke them all."""
+    suspect_since = [0.0]
+
+    @event.listens_for(engine, "invalidate")
+    def _invalidated(*_args: Any) -> None:
+        suspect_since[0] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if dbapi_connection.closed:
+            raise DisconnectionError("connection closed")
+        idle_since = record.info.pop(_IDLE_SINCE, None)
+        if idle_since is None:
+            return  # a new connection
+        if time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS and idle_since > suspect_since[0]:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(f"ping failed: {exc}") from exc
 
 
 def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) -> None:

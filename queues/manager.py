@@ -618,6 +618,9 @@ class QueueManager:
         self._swept: dict[str, int] = {}
         self._puts: GroupCommit[tuple[str, Message], bytes] = GroupCommit(self._put_each)
         self._writer = writer_lock(engine.url.database) if is_sqlite(engine) else None
+        self._read_options: dict[str, Any] = (
+            {READ_ONLY: True} if is_sqlite(engine) else {READ_ONLY: True, "isolation_level": "AUTOCOMMIT"}
+        )
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> QueueManager:
@@ -707,10 +710,12 @@ class QueueManager:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """A read-only transaction that never blocks writers (browse, inquire)."""
+        """A read-only transaction that never blocks writers (browse, inquire). On
+        PostgreSQL it runs in autocommit: under READ COMMITTED every statement takes its
+        own snapshot anyway, and BEGIN and COMMIT would be a round trip each."""
         with (
             _translated(),
-            self.engine.connect().execution_options(**{READ_ONLY: True}) as conn,
+            self.engine.connect().execution_options(**self._read_options) as conn,
             conn.begin(),
         ):
             yield conn

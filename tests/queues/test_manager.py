@@ -463,7 +463,7 @@ def test_a_bulk_put_keeps_every_descriptor_field_and_byte(qm):
             expiry=-1 if i % 3 else 2**31 - 1,
             put_appl_name="bulk",
         )
-        for i in range(sql.COPY_ROWS + 5)
+        for i in range(25)
     ]
     qm.put_many([("APP.Q", m) for m in sent])
     got = {m.msg_id: m for m in drain(qm, "APP.Q")}
@@ -555,6 +555,26 @@ def test_a_put_written_for_the_old_index_type_is_refused_at_commit(qm):
     assert "re-indexed" in refused.value.detail
     qm.put("APP.Q", msg(0, correl_id=b"A"))
     assert qm.get("APP.Q", correl_id=b"A").body == b"m0"
+
+
+def test_depth_counters_of_several_queues_change_together_or_not_at_all(qm):
+    """One statement changes every queue's counter on PostgreSQL; a queue that cannot grow
+    (here: made full after the unit of work looked) is named, and nothing commits."""
+    for name in ("A.Q", "B.Q", "C.Q"):
+        qm.define_queue(name)
+    qm.put_many([("A.Q", msg(0)), ("A.Q", msg(1))])
+    with qm.unit_of_work() as uow:
+        uow.get("A.Q")
+        uow.put_many([("B.Q", msg(2)), ("C.Q", msg(3)), ("C.Q", msg(4))])
+    assert [qm.depth(name) for name in ("A.Q", "B.Q", "C.Q")] == [1, 1, 2]
+    with pytest.raises(MQError) as refused, qm.unit_of_work() as uow:
+        uow.get("A.Q")
+        uow.put_many([("B.Q", msg(5)), ("C.Q", msg(6))])
+        sql.update_queue(uow.connection, "C.Q", {"max_depth": 2})  # another process's ALTER
+    assert refused.value.reason == 2053
+    assert refused.value.detail.endswith(": C.Q")
+    assert [qm.depth(name) for name in ("A.Q", "B.Q", "C.Q")] == [1, 1, 2]
+    assert [m.body for m in drain(qm, "A.Q")] == [b"m1"]
 
 
 def test_get_by_msg_id_and_correl_id_needs_both_to_match(qm):
