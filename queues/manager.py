@@ -581,7 +581,7 @@ class UnitOfWork:
                 )
             self._transaction.commit()
         if self._arrivals:
-            self._qm.notifier.announce(self._arrivals)
+            self._qm.notifier.committed(self._arrivals)
 
     def backout(self) -> None:
         """Undo everything; messages gotten here go back with BackoutCount + 1."""

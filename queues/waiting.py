@@ -2,20 +2,29 @@
 
 Every commit that puts messages announces the queues it touched to this
 process's waiters at once. Other processes are heard through the database:
-PostgreSQL delivers ``pg_notify`` to a LISTEN connection; SQLite has no such
-channel, so a watcher reads ``PRAGMA data_version`` (it changes when any other
-connection commits; reading it touches no table) every few milliseconds. Waiters
-also wake at least every ``fallback_seconds`` and look for themselves, so a lost
-notification or a broken LISTEN connection delays delivery, never stops it.
+PostgreSQL delivers ``pg_notify`` to a LISTEN connection. SQLite has no such
+channel, so the processes of one database file make their own: each watching
+process binds a Unix datagram socket in ``<database>-wake/``, and a commit that
+put messages sends the queues' names to every socket there (:class:`WakeSockets`).
+A watcher also reads ``PRAGMA data_version`` (it changes when any other connection
+commits; reading it touches no table) every ``sqlite_backstop_seconds``, for
+writers that send nothing (another program, the Spark merge) and datagrams lost
+to a full buffer; where no socket can be bound it reads it every 2 ms, as it
+always did. Waiters also wake at least every ``fallback_seconds`` and look for
+themselves, so a lost notification or a broken LISTEN connection delays
+delivery, never stops it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
@@ -23,6 +32,104 @@ from sqlalchemy import Engine
 from queues.sql import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
+
+SQLITE_POLL_SECONDS = 0.002  # data_version, where no wake-up socket can be bound
+SQLITE_BACKSTOP_SECONDS = 0.1  # data_version beside the sockets
+# A datagram names the queues; past this many bytes it says "something" instead.
+MAX_DATAGRAM = 8192
+EVERYTHING = b"*"
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with its NUL; longer goes through /proc
+
+
+class WakeSockets:
+    """The wake-up sockets of the processes watching one SQLite database.
+
+    Each watcher binds ``<database>-wake/<pid>-<n>.sock``; senders list the directory
+    (again only when its modification time changed) and send to every socket but
+    their own. A socket whose process died refuses the datagram and is removed. A
+    socket's address may not pass 108 bytes, so a deep directory is reached through
+    ``/proc/self/fd`` and a descriptor of it (Linux), as a database in a container's
+    volume often is."""
+
+    def __init__(self, database: str) -> None:
+        self.directory = Path(os.path.abspath(database) + "-wake")
+        self._listing: tuple[int, list[str]] = (-1, [])
+        self._sender: socket.socket | None = None
+        self._directory_fd: int | None = None
+        self._lock = threading.Lock()
+
+    def bind(self) -> tuple[socket.socket, str] | None:
+        """A socket of this process in the directory and its name; None where none can
+        be bound (no AF_UNIX, a read-only or unusable directory)."""
+        if not hasattr(socket, "AF_UNIX"):
+            return None
+        name = f"{os.getpid()}-{id(self):x}.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            self.directory.mkdir(exist_ok=True)
+            (self.directory / name).unlink(missing_ok=True)
+            with self._lock:
+                listener.bind(self._address(name))
+        except OSError as exc:
+            listener.close()
+            log.info("no wake-up socket in %s (%s); polling instead", self.directory, exc)
+            return None
+        return listener, name
+
+    def send(self, queues: Iterable[str], own: str | None) -> None:
+        """Tell every other watcher which queues a commit put messages on."""
+        payload = ",".join(sorted(set(queues))).encode()
+        if len(payload) > MAX_DATAGRAM:
+            payload = EVERYTHING
+        with self._lock:
+            for name in self._names():
+                if name != own:
+                    self._send(payload, name)
+
+    def wake(self, name: str) -> None:
+        """Unblock the watcher reading socket ``name`` (it is being closed)."""
+        with self._lock:
+            self._send(EVERYTHING, name)
+
+    def remove(self, name: str) -> None:
+        (self.directory / name).unlink(missing_ok=True)
+
+    def _send(self, payload: bytes, name: str) -> None:
+        if self._sender is None:
+            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sender.setblocking(False)
+        try:
+            self._sender.sendto(payload, self._address(name))
+        except (ConnectionRefusedError, FileNotFoundError):
+            self.remove(name)  # its process is gone
+        except OSError:
+            pass  # a full buffer: that watcher's backstop reading finds the commit
+
+    def _address(self, name: str) -> str:
+        path = str(self.directory / name)
+        if len(path.encode()) < MAX_SOCKET_PATH:
+            return path
+        if self._directory_fd is None:
+            self._directory_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        return f"/proc/self/fd/{self._directory_fd}/{name}"
+
+    def _names(self) -> list[str]:
+        try:
+            changed = self.directory.stat().st_mtime_ns
+            if changed != self._listing[0]:
+                self._listing = (changed, [n for n in os.listdir(self.directory) if n.endswith(".sock")])
+        except OSError:  # no directory (nobody ever waited), or something else in its way
+            return []
+        return self._listing[1]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sender is not None:
+                self._sender.close()
+                self._sender = None
+            if self._directory_fd is not None:
+                os.close(self._directory_fd)
+                self._directory_fd = None
 
 
 class ArrivalNotifier:
@@ -32,12 +139,15 @@ class ArrivalNotifier:
         self,
         engine: Engine,
         *,
-        sqlite_poll_seconds: float = 0.002,
+        sqlite_backstop_seconds: float = SQLITE_BACKSTOP_SECONDS,
         fallback_seconds: float = 1.0,
     ) -> None:
         self._engine = engine
-        self._sqlite_poll = sqlite_poll_seconds
+        self._backstop = sqlite_backstop_seconds
         self.fallback_seconds = fallback_seconds
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self._sockets = WakeSockets(database) if database and database != ":memory:" else None
+        self._own: str | None = None  # this notifier's socket, once its watcher bound one
         self._cond = threading.Condition()
         self._versions: dict[str, int] = {}
         self._everything = 0  # bumped when we only know that *something* changed
@@ -54,6 +164,14 @@ class ArrivalNotifier:
             for name in queues:
                 self._versions[name] = self._versions.get(name, 0) + 1
             self._cond.notify_all()
+
+    def committed(self, queues: Iterable[str]) -> None:
+        """A commit put messages on ``queues``: wake this process's waiters, and on SQLite
+        the other processes' too (PostgreSQL's commit has notified them already)."""
+        names = list(queues)
+        self.announce(names)
+        if self._sockets is not None:
+            self._sockets.send(names, self._own)
 
     def announce_everything(self) -> None:
         with self._cond:
@@ -79,6 +197,10 @@ class ArrivalNotifier:
         a CLI command, wait for a LISTEN timeout on its way out."""
         self._stop.set()
         self._watcher = None
+        if self._sockets is not None:
+            if self._own is not None:
+                self._sockets.wake(self._own)
+            self._sockets.close()
 
     def _ensure_watcher(self) -> None:
         if self._watcher is not None and self._watcher.is_alive():
@@ -92,23 +214,51 @@ class ArrivalNotifier:
             self._watcher.start()
 
     def _watch_sqlite(self) -> None:
-        database = self._engine.url.database
-        if not database or database == ":memory:":
+        if self._sockets is None:
             return  # in-memory databases live in one process: local announcements suffice
-        connection = sqlite3.connect(database, check_same_thread=False, isolation_level=None)
+        bound = self._sockets.bind()
+        listener, own = bound if bound is not None else (None, None)
+        interval = SQLITE_POLL_SECONDS if listener is None else self._backstop
+        connection = sqlite3.connect(self._engine.url.database, check_same_thread=False, isolation_level=None)
         try:
             last = connection.execute("PRAGMA data_version").fetchone()[0]
+            self._own = own
             # A commit between the waiter's look and this first reading would go unnoticed.
             self.announce_everything()
-            while not self._stop.wait(self._sqlite_poll):
+            reading_due = time.monotonic() + interval
+            while not self._stop.is_set():
+                wait = max(0.0, reading_due - time.monotonic())
+                if listener is None:
+                    self._stop.wait(wait)
+                else:
+                    self._receive(listener, wait)
+                if time.monotonic() < reading_due:
+                    continue
+                reading_due = time.monotonic() + interval
                 version = connection.execute("PRAGMA data_version").fetchone()[0]
                 if version != last:
                     last = version
                     self.announce_everything()
-        except sqlite3.Error:
+        except (sqlite3.Error, OSError):
             log.exception("sqlite arrival watcher stopped; waiters fall back to polling")
         finally:
             connection.close()
+            self._own = None
+            if listener is not None and own is not None:
+                listener.close()
+                self._sockets.remove(own)
+
+    def _receive(self, listener: socket.socket, timeout: float) -> None:
+        """Announce what the next datagram names, if one comes within ``timeout``."""
+        listener.settimeout(timeout)
+        try:
+            payload = listener.recv(MAX_DATAGRAM)
+        except (TimeoutError, BlockingIOError):  # a timeout of 0 makes the socket non-blocking
+            return
+        if payload == EVERYTHING:
+            self.announce_everything()
+        else:
+            self.announce(payload.decode().split(","))
 
     def _watch_pg(self) -> None:
         import psycopg

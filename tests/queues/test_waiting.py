@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import multiprocessing
+import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import event
 
+import migrations
 from queues import Message, NoMessageAvailable, QueueManager, make_engine
-from queues.waiting import ArrivalNotifier
+from queues.waiting import ArrivalNotifier, WakeSockets
 from tests.queues import workers
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -241,3 +244,98 @@ def test_a_commit_before_the_sqlite_watcher_starts_is_not_missed(tmp_path):
     finally:
         arrivals.close()
         engine.dispose()
+
+
+# -- SQLite's wake-up sockets ------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_qm(tmp_path: Path) -> Iterator[QueueManager]:
+    """A queue manager on a SQLite file whose data_version reading is pushed out to 30 s:
+    only a datagram can wake its waiters promptly."""
+    url = f"sqlite:///{tmp_path / 'broker.db'}"
+    engine = make_engine(url)
+    migrations.upgrade(engine)
+    QueueManager.create(engine, "QM1")
+    qm = QueueManager(engine)
+    qm.notifier = ArrivalNotifier(engine, sqlite_backstop_seconds=30, fallback_seconds=30)
+    qm.define_queue("APP.Q")
+    yield qm
+    qm.close()
+
+
+def put_from_another_process(qm: QueueManager) -> tuple[Message, float, float]:
+    """What a getter waiting on APP.Q got, when it woke, and when the other process committed."""
+    parent, child = SPAWN.Pipe()
+    putter = SPAWN.Process(target=workers.put_after, args=(str(qm.engine.url), "APP.Q", 0.5, child))
+    putter.start()
+    try:
+        assert parent.poll(30) and parent.recv() == workers.READY
+        got = qm.get("APP.Q", wait=10)
+        woke_at = time.time()
+        assert parent.poll(10)
+        committed_at = parent.recv()
+    finally:
+        putter.join(10)
+    assert putter.exitcode == 0
+    return got, woke_at, committed_at
+
+
+def test_a_put_from_another_process_wakes_a_sqlite_getter_through_its_socket(sqlite_qm):
+    got, woke_at, committed_at = put_from_another_process(sqlite_qm)
+    assert got.body == b"from another process"
+    assert woke_at - committed_at < 0.3
+    sockets = list(WakeSockets(str(sqlite_qm.engine.url.database)).directory.iterdir())
+    assert len(sockets) == 1  # the getter's; the putter never waited, so it bound none
+
+
+def test_without_a_socket_the_watcher_polls_as_before(sqlite_qm, tmp_path):
+    """A wake-up directory that cannot be made (here a file is in its way): the watcher
+    reads data_version every 2 ms instead, whatever the backstop says."""
+    (tmp_path / "broker.db-wake").write_text("in the way")
+    got, woke_at, committed_at = put_from_another_process(sqlite_qm)
+    assert got.body == b"from another process"
+    assert woke_at - committed_at < 0.3
+
+
+def test_a_dead_processes_socket_is_removed_by_the_next_commit(sqlite_qm):
+    sockets = WakeSockets(str(sqlite_qm.engine.url.database))
+    sockets.directory.mkdir(exist_ok=True)
+    dead = sockets.directory / "99999-dead.sock"
+    orphan = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    orphan.bind(str(dead))
+    orphan.close()  # bound and gone, as after a SIGKILL: the file stays, nobody reads it
+    sqlite_qm.put("APP.Q", Message(body=b"m"))
+    assert not dead.exists()
+
+
+def test_a_socket_deep_in_the_file_system_is_reached_through_proc(tmp_path):
+    """An address may not pass 108 bytes: a deeper directory still gets its sockets."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    listening, sending = WakeSockets(str(deep / "broker.db")), WakeSockets(str(deep / "broker.db"))
+    bound = listening.bind()
+    assert bound is not None
+    listener, name = bound
+    try:
+        assert len(str(listening.directory / name)) > 108
+        listener.settimeout(5)
+        sending.send(["B.Q", "A.Q"], own=None)
+        assert listener.recv(100) == b"A.Q,B.Q"
+    finally:
+        listener.close()
+        listening.close()
+        sending.close()
+
+
+def test_a_closed_notifier_takes_its_socket_away(sqlite_qm):
+    waiter = Waiter(sqlite_qm, "APP.Q", wait=0.2)
+    waiter.start()
+    waiter.join(5)
+    directory = WakeSockets(str(sqlite_qm.engine.url.database)).directory
+    assert len(list(directory.iterdir())) == 1
+    sqlite_qm.notifier.close()
+    deadline = time.monotonic() + 5
+    while list(directory.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not list(directory.iterdir())
