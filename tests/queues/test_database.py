@@ -16,15 +16,16 @@ import pytest
 from sqlalchemy import Engine, text
 
 from queues import database, make_engine
+from tests.conftest import PostgresDatabases
 
 
 @pytest.fixture
-def pg_engine(postgres: object) -> Iterator[Engine]:
-    url = postgres.create()  # type: ignore[attr-defined]
+def pg_engine(postgres: PostgresDatabases) -> Iterator[Engine]:
+    url = postgres.create()
     engine = make_engine(url, pool_size=2)
     yield engine
     engine.dispose()
-    postgres.drop(url)  # type: ignore[attr-defined]
+    postgres.drop(url)
 
 
 def backend_pid(engine: Engine) -> int:
