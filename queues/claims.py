@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from queues import sql
+from queues.companions import companion
 from queues.errors import MQError
 from queues.message import Message
 from queues.reasons import Reason
@@ -78,8 +79,7 @@ class Claimant:
 
     def __init__(self, database: str | None) -> None:
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        in_memory = not database or database == ":memory:" or database.startswith("file::memory:")
-        self._directory = None if in_memory else os.path.abspath(database) + "-claims"  # type: ignore[arg-type]
+        self._directory = companion(database, "-claims")
         self._fd: int | None = None
         if self._directory is not None:
             os.makedirs(self._directory, exist_ok=True)

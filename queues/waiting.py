@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from queues.companions import companion
 from queues.sql import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ class WakeSockets:
     ``/proc/self/fd`` and a descriptor of it (Linux), as a database in a container's
     volume often is."""
 
-    def __init__(self, database: str) -> None:
-        self.directory = Path(os.path.abspath(database) + "-wake")
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
         self._listing: tuple[int, list[str]] = (-1, [])
         self._sender: socket.socket | None = None
         self._directory_fd: int | None = None
@@ -145,8 +146,8 @@ class ArrivalNotifier:
         self._engine = engine
         self._backstop = sqlite_backstop_seconds
         self.fallback_seconds = fallback_seconds
-        database = engine.url.database if engine.dialect.name == "sqlite" else None
-        self._sockets = WakeSockets(database) if database and database != ":memory:" else None
+        directory = companion(engine.url.database, "-wake") if engine.dialect.name == "sqlite" else None
+        self._sockets = WakeSockets(directory) if directory is not None else None
         self._own: str | None = None  # this notifier's socket, once its watcher bound one
         self._cond = threading.Condition()
         self._versions: dict[str, int] = {}

@@ -30,6 +30,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from queues.companions import companion
+
 
 class WriterLock:
     """The writer lock of one SQLite database file, shared by every engine on it in this process."""
@@ -112,9 +114,9 @@ _LOCKS_MUTEX = threading.Lock()
 
 def writer_lock(database: str | None) -> WriterLock | None:
     """The process's writer lock for the SQLite file ``database``; None for an in-memory one."""
-    if not database or database == ":memory:" or database.startswith("file::memory:"):
+    path = companion(database, "-writer")
+    if path is None:
         return None
-    path = os.path.abspath(database) + "-writer"
     with _LOCKS_MUTEX:
         lock = _LOCKS.get(path)
         if lock is None:

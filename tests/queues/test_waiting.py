@@ -264,6 +264,10 @@ def sqlite_qm(tmp_path: Path) -> Iterator[QueueManager]:
     qm.close()
 
 
+def wake_directory(qm: QueueManager) -> Path:
+    return Path(f"{qm.engine.url.database}-wake")
+
+
 def put_from_another_process(qm: QueueManager) -> tuple[Message, float, float]:
     """What a getter waiting on APP.Q got, when it woke, and when the other process committed."""
     parent, child = SPAWN.Pipe()
@@ -285,7 +289,7 @@ def test_a_put_from_another_process_wakes_a_sqlite_getter_through_its_socket(sql
     got, woke_at, committed_at = put_from_another_process(sqlite_qm)
     assert got.body == b"from another process"
     assert woke_at - committed_at < 0.3
-    sockets = list(WakeSockets(str(sqlite_qm.engine.url.database)).directory.iterdir())
+    sockets = list(wake_directory(sqlite_qm).iterdir())
     assert len(sockets) == 1  # the getter's; the putter never waited, so it bound none
 
 
@@ -299,7 +303,7 @@ def test_without_a_socket_the_watcher_polls_as_before(sqlite_qm, tmp_path):
 
 
 def test_a_dead_processes_socket_is_removed_by_the_next_commit(sqlite_qm):
-    sockets = WakeSockets(str(sqlite_qm.engine.url.database))
+    sockets = WakeSockets(str(wake_directory(sqlite_qm)))
     sockets.directory.mkdir(exist_ok=True)
     dead = sockets.directory / "99999-dead.sock"
     orphan = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -313,7 +317,7 @@ def test_a_socket_deep_in_the_file_system_is_reached_through_proc(tmp_path):
     """An address may not pass 108 bytes: a deeper directory still gets its sockets."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
-    listening, sending = WakeSockets(str(deep / "broker.db")), WakeSockets(str(deep / "broker.db"))
+    listening, sending = WakeSockets(str(deep / "broker.db-wake")), WakeSockets(str(deep / "broker.db-wake"))
     bound = listening.bind()
     assert bound is not None
     listener, name = bound
@@ -332,7 +336,7 @@ def test_a_closed_notifier_takes_its_socket_away(sqlite_qm):
     waiter = Waiter(sqlite_qm, "APP.Q", wait=0.2)
     waiter.start()
     waiter.join(5)
-    directory = WakeSockets(str(sqlite_qm.engine.url.database)).directory
+    directory = wake_directory(sqlite_qm)
     assert len(list(directory.iterdir())) == 1
     sqlite_qm.notifier.close()
     deadline = time.monotonic() + 5
