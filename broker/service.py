@@ -18,9 +18,7 @@ reconnects and carries on with the batch still on the queue.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +42,7 @@ from broker.effects import (
 from broker.metrics import BrokerMetrics
 from broker.network import links
 from broker.network.channel import ChannelSupervisor
+from broker.owners import owner_name
 from broker.provision import ensure_system_queues
 from broker.replies import reply
 from broker.spark import lease
@@ -144,7 +143,7 @@ class RoutingService:
         self.metrics = metrics if metrics is not None else BrokerMetrics()
         self.state: BrokerState | None = None
         self.inputs = [CONTROL_QUEUE, INTER_BROKER_QUEUE, *self.config.streams]
-        self.instance = f"{socket.gethostname()}:{os.getpid()}:{now_ms()}"
+        self.instance = owner_name("router")
         self.started_at = now_ms()
         self._stop = threading.Event()
         self._last_housekeeping = 0.0

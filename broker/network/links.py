@@ -24,6 +24,7 @@ import httpx
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from broker.network.schema import neighbours, outbox
+from broker.owners import dead_here
 from broker.store import NEIGHBOUR, log_changes
 from queues.errors import MQError
 from queues.ids import now_ms
@@ -169,17 +170,20 @@ def mark_synced(conn: Connection, name: str) -> bool:
 
 
 def acquire_sender(conn: Connection, name: str, owner: str, lease_ms: int) -> bool:
-    """Hold (or renew) the right to run ``name``'s channel: one sender per link."""
+    """Hold (or renew) the right to run ``name``'s channel: one sender per link. A lease
+    held by a dead process of this machine (the broker before a crash and restart) is
+    taken over at once rather than left to lapse (``broker.owners``)."""
     now = now_ms()
-    stmt = (
-        update(neighbours)
-        .where(
-            neighbours.c.name == name,
-            or_(neighbours.c.sender_owner == owner, neighbours.c.sender_lease_until < now),
-        )
-        .values(sender_owner=owner, sender_lease_until=now + lease_ms)
+    take = update(neighbours).values(sender_owner=owner, sender_lease_until=now + lease_ms)
+    free = or_(neighbours.c.sender_owner == owner, neighbours.c.sender_lease_until < now)
+    if conn.execute(take.where(neighbours.c.name == name, free)).rowcount:
+        return True
+    holder = conn.execute(select(neighbours.c.sender_owner).where(neighbours.c.name == name)).scalar()
+    if holder is None or not dead_here(holder):
+        return False
+    return bool(
+        conn.execute(take.where(neighbours.c.name == name, neighbours.c.sender_owner == holder)).rowcount
     )
-    return bool(conn.execute(stmt).rowcount)
 
 
 def release_sender(conn: Connection, name: str, owner: str) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import make_url
 
 from broker.config import Settings
+from broker.owners import owner_name
 from broker.service import broker_config
 from broker.spark import lease, merge, partition, staging
 from broker.spark.snapshot import PutContext, capture
@@ -217,7 +217,7 @@ def run(spark: SparkSession, qm: QueueManager, settings: Settings, options: JobO
         config, default_allow=settings.default_policy == "allow", admin_group=settings.admin_group
     )
     job = uuid.uuid4().hex
-    owner = f"spark:{socket.gethostname()}:{os.getpid()}:{job}"
+    owner = owner_name(f"spark:{job}")
     resource = lease.stream_resource(stream)
     db = qm.engine
     lease.take_over(qm, stream, owner, options.lease_ms)

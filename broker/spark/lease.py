@@ -35,6 +35,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, update
 
+from broker.owners import dead_here
 from broker.spark.schema import leases
 from broker.spark.staging import insert_new
 from queues import QueueManager, sql
@@ -88,13 +89,19 @@ def holder(conn: Connection, resource: str, now: int) -> str | None:
     """Who holds an unexpired lease on ``resource`` (None: nobody). Called by a router
     inside its unit of work: the shared lock makes a job's :func:`take` wait for it."""
     owner, until = _locked(conn, resource, exclusive=False)
-    return owner if owner != FREE and until > now else None
+    return owner if _live(owner, until, now) else None
+
+
+def _live(owner: str, until: int, now: int) -> bool:
+    """Whether ``owner`` holds the lease: unexpired, and not a dead process of this machine
+    (a job whose driver was killed frees its stream at once here, by the clock elsewhere)."""
+    return owner != FREE and until > now and not dead_here(owner)
 
 
 def take(conn: Connection, resource: str, owner: str, now: int, lease_ms: int = DEFAULT_LEASE_MS) -> None:
     """Take the lease for ``owner`` until ``now + lease_ms``; 2042 while another holds it."""
     current, until = _locked(conn, resource, exclusive=True)
-    if current not in (FREE, owner) and until > now:
+    if current != owner and _live(current, until, now):
         raise LeaseError(f"{resource} is leased by {current} for another {until - now} ms")
     conn.execute(
         update(leases).where(leases.c.resource == resource).values(owner=owner, until=now + lease_ms)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import store
+from broker import owners, store
 from broker.client import BrokerClient, decode_publication
 from broker.options import RegOpt
 from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
@@ -165,8 +165,9 @@ def test_two_brokers_share_one_database_without_double_delivery(brokers: Brokers
     # Each broker's last heartbeat reports what it routed, for status pages in any process.
     with brokers.qm.reading() as conn:
         instances = {i["instance"]: i for i in store.list_instances(conn)}
+    second_process = (second.pid, owners.machine_key())
     (second_stats,) = [
-        i["stats"] for i in instances.values() if i["instance"].split(":")[1] == str(second.pid)
+        i["stats"] for i in instances.values() if owners.process_of(i["instance"]) == second_process
     ]
     assert second_stats["messages"] == sum(int(e["messages"]) for e in second.lines("batch routed"))
     assert second_stats["batches"] == len(second.lines("batch routed"))

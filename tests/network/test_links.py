@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from broker import store
 from broker.config import Settings
 from broker.network import links
 from broker.network.schema import neighbours, outbox
+from broker.owners import machine_key
 from broker.schema import changes, meta
 from broker.service import broker_config
 from migrations import upgrade
@@ -438,3 +441,31 @@ def test_a_new_epoch_is_taken_from_any_number(qm: QueueManager) -> None:
 
 def test_a_batch_from_an_unknown_sender_is_not_taken(qm: QueueManager) -> None:
     assert accept(qm, EPOCH, 1, sender="QMX") is False
+
+
+def test_a_lease_held_by_a_dead_process_of_this_machine_is_taken_over_at_once(qm: QueueManager) -> None:
+    """A broker restarted after a crash sends again without waiting out its predecessor."""
+    add(qm)
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    dead = f"router:host:1/{process.pid}@{machine_key()}"
+    with qm.engine.begin() as conn:
+        assert links.acquire_sender(conn, "QMB", dead, 60_000)
+    with qm.engine.begin() as conn:
+        assert links.acquire_sender(conn, "QMB", "successor", 10_000)
+    assert link_of(qm, "QMB").sender_owner == "successor"  # type: ignore[union-attr]
+
+
+def test_a_lease_held_by_a_live_process_of_this_machine_is_not_taken(qm: QueueManager) -> None:
+    add(qm)
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        alive = f"router:host:1/{process.pid}@{machine_key()}"
+        with qm.engine.begin() as conn:
+            assert links.acquire_sender(conn, "QMB", alive, 60_000)
+        with qm.engine.begin() as conn:
+            assert not links.acquire_sender(conn, "QMB", "successor", 10_000)
+    finally:
+        process.kill()
+        process.wait()
+    assert link_of(qm, "QMB").sender_owner == alive  # type: ignore[union-attr]

@@ -184,6 +184,9 @@ def test_a_far_end_killed_mid_stream_loses_and_duplicates_nothing(network: dict[
     a, b, c = network["QMA"], network["QMB"], network["QMC"]
     subscribe(a, "Net/Stream/#", queue(a, "NET.A.STREAM"))
     subscribe(c, "Net/Stream/#", queue(c, "NET.C.STREAM"))
+    # Every publication is owed to C only once C's subscription has reached A: a publication
+    # that A routes before that is (rightly) not C's.
+    wait_until(lambda: proxied(a, "Net/Stream/#", "QMC"), what="C's proxy at A")
     wait_until(lambda: proxied(b, "Net/Stream/#", "QMA"), what="proxy at B")
     total = 120
     stop = threading.Event()
@@ -258,9 +261,15 @@ def test_a_forged_looping_publication_is_dropped(network: dict[str, Node]) -> No
 
 
 def test_both_sides_see_their_channels(network: dict[str, Node]) -> None:
+    """Independent of the other tests (xdist may run it first, on a network of its own)."""
     a, b = network["QMA"], network["QMB"]
-    wait_until(lambda: b.channel("QMA").last_sent_at is not None, what="B to have sent to A")
+    subscribe(a, "Net/Channels/#", queue(a, "NET.A.CHANNELS"))
+    wait_until(lambda: proxied(b, "Net/Channels/#", "QMA"), what="proxy at B")
+    with b.qm.engine.begin() as conn:  # as an outage leaves it
+        links.record_error(conn, "QMA", "QMA unreachable: [Errno 111] Connection refused")
+    b.client.publish("Net/Channels/Match", "clears")
+    assert received(a, "NET.A.CHANNELS", expect=1) == ["clears"]
+    assert b.channel("QMA").last_sent_at is not None
     assert a.channel("QMB").received_batch >= 1
-    # A success clears the error an earlier outage (the kill test) left behind.
-    b.client.publish("Net/Scores/Match", "clears")
+    # The success cleared the error the outage left behind.
     wait_until(lambda: b.channel("QMA").last_error is None, what="B's channel to report no error")

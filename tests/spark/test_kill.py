@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from broker.spark import job, lease
-from broker.spark.schema import parts, puts
+from broker.spark.schema import leases, parts, puts
 from tests.spark.scenario import Broker, backlog, contents, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,15 +49,28 @@ def wait_for(condition, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def rerun_after_the_lease_lapses(spark, broker: Broker) -> job.Summary:
-    with pytest.raises(lease.LeaseError):  # the dead job's lease still keeps everyone off
-        job.run(spark, broker.qm, broker.settings, OPTIONS)
-    time.sleep(OPTIONS.lease_ms / 1000)
+def rerun(spark, broker: Broker, driver: str) -> job.Summary:
+    """Run the job again after the killed one. A dead driver of this machine leaves its
+    stream free at once; one of another machine (its owner name says so) keeps everyone
+    off until its lease lapses."""
+    resource = lease.stream_resource(OPTIONS.stream)
+    with broker.engine.begin() as conn:
+        owner = conn.execute(select(leases.c.owner).where(leases.c.resource == resource)).scalar_one()
+        assert owner.startswith("spark:")
+        if driver == "elsewhere":
+            elsewhere = owner.rpartition("@")[0] + "@0123456789ab"
+            conn.execute(update(leases).where(leases.c.resource == resource).values(owner=elsewhere))
+    if driver == "elsewhere":
+        with pytest.raises(lease.LeaseError):
+            job.run(spark, broker.qm, broker.settings, OPTIONS)
+        time.sleep(OPTIONS.lease_ms / 1000)
     return job.run(spark, broker.qm, broker.settings, OPTIONS)
 
 
-@pytest.mark.parametrize("point", ["staging", "merge"])
-def test_a_killed_job_reruns_to_the_result_of_a_clean_run(spark, brokers, point):
+@pytest.mark.parametrize(
+    ("point", "driver"), [("staging", "here"), ("merge", "here"), ("merge", "elsewhere")]
+)
+def test_a_killed_job_reruns_to_the_result_of_a_clean_run(spark, brokers, point, driver):
     killed, clean = brokers(), brokers()
     messages = backlog(120)
     for broker in (killed, clean):
@@ -78,7 +91,7 @@ def test_a_killed_job_reruns_to_the_result_of_a_clean_run(spark, brokers, point)
     assert count(killed, parts) >= 1  # but its staging is left behind
     if point == "merge":
         assert count(killed, puts) > 0
-    summary = rerun_after_the_lease_lapses(spark, killed)
+    summary = rerun(spark, killed, driver)
     job.run(spark, clean.qm, clean.settings, OPTIONS)
 
     assert contents(killed) == contents(clean)

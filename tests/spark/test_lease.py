@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -10,6 +12,7 @@ from sqlalchemy import Engine, select
 
 from broker import engine as routing_engine
 from broker.config import Settings
+from broker.owners import machine_key
 from broker.service import RoutingService
 from broker.spark import lease, staging
 from broker.spark.schema import leases
@@ -171,3 +174,17 @@ def test_taking_the_lease_waits_for_a_service_batch_in_flight(qm, service, monke
         remaining = staging.backlog(conn, DEFAULT_STREAM)
     assert remaining.rows == 15
     assert qm.depth("SUB") == 10
+
+
+def test_a_lease_of_a_dead_job_driver_of_this_machine_is_free_at_once(engine):
+    """A killed ``broker spark route`` on this machine does not keep its stream for the
+    lease's full term: routers and the next job take it up at once."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    dead = f"spark:job:host:1/{process.pid}@{machine_key()}"
+    with engine.begin() as conn:
+        lease.take(conn, STREAM, dead, NOW, 60_000)
+    with engine.begin() as conn:
+        assert lease.holder(conn, STREAM, NOW + 1) is None
+        lease.take(conn, STREAM, "job-2", NOW + 1, 5_000)
+    assert row(engine) == ("job-2", NOW + 5_001)
