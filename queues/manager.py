@@ -567,11 +567,10 @@ class UnitOfWork:
     def commit(self) -> None:
         self.await_turn()
         with _translated():
-            # The notification first: the depth rows' locks are then held for one statement
-            # and the commit only (a rollback withdraws the notification with the rest).
-            sql.notify_arrivals(self.connection, self._arrivals)
+            # The depth rows are locked last, for one statement and the commit only; the
+            # arrival notification goes with them (a rollback withdraws it with the rest).
             index_types = {name: d.index_type for name, d in self._definitions.items() if d is not None}
-            refused = sql.apply_depth(self.connection, self._deltas, index_types)
+            refused = sql.apply_depth(self.connection, self._deltas, index_types, self._arrivals)
             if refused:
                 self._transaction.rollback()
                 self._gotten.clear()

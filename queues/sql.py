@@ -18,7 +18,7 @@ database has a faster native path, and those differences live here too:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -120,27 +120,39 @@ def delete_empty_queue(conn: Connection, name: str) -> int:
 
 
 _index_type = bindparam("index_type", type_=String(8))
-# One statement for growth and shrinkage: growth only within MAXDEPTH and only if the
-# queue's INDXTYPE is still the one the rows were written for; RETURNING says which
-# queues took their change (a deleted queue has no row to return).
-_change_depth = (
-    update(queues)
-    .where(
-        queues.c.name == bindparam("q"),
-        or_(
-            bindparam("d") < 0,
-            and_(
-                queues.c.depth + bindparam("d") <= queues.c.max_depth,
-                or_(_index_type.is_(None), queues.c.index_type == _index_type),
+
+
+def _returning(stmt: Any, notify: bool) -> Any:
+    """RETURNING says which queues took their change (a deleted queue has no row to
+    return). With ``notify`` every changed row also raises the arrival notification:
+    PostgreSQL delivers identical notifications of one transaction once, so the depth
+    change carries the wake-up and the put or batch saves a round trip."""
+    if notify:
+        return stmt.returning(queues.c.name, func.pg_notify(bindparam("channel"), bindparam("payload")))
+    return stmt.returning(queues.c.name)
+
+
+def _change_depth(notify: bool) -> Any:
+    """One statement for growth and shrinkage: growth only within MAXDEPTH and only if the
+    queue's INDXTYPE is still the one the rows were written for."""
+    stmt = (
+        update(queues)
+        .where(
+            queues.c.name == bindparam("q"),
+            or_(
+                bindparam("d") < 0,
+                and_(
+                    queues.c.depth + bindparam("d") <= queues.c.max_depth,
+                    or_(_index_type.is_(None), queues.c.index_type == _index_type),
+                ),
             ),
-        ),
+        )
+        .values(depth=queues.c.depth + bindparam("d"))
     )
-    .values(depth=queues.c.depth + bindparam("d"))
-    .returning(queues.c.name)
-)
+    return _returning(stmt, notify)
 
 
-def _change_depths() -> Any:
+def _change_depths(notify: bool) -> Any:
     """PostgreSQL: the same change for many queues in one statement. The CTE locks the
     rows in name order, and every row is locked by it before it is updated (an updated row
     must pass the IN, which reads the CTE at least up to that name), so concurrent units of
@@ -160,7 +172,7 @@ def _change_depths() -> Any:
         .table_valued(column("q", String), column("d", Integer), column("index_type", String))
         .render_derived(name="change", with_types=False)
     )
-    return (
+    stmt = (
         update(queues)
         .where(
             queues.c.name == change.c.q,
@@ -174,21 +186,25 @@ def _change_depths() -> Any:
             ),
         )
         .values(depth=queues.c.depth + change.c.d)
-        .returning(queues.c.name)
     )
+    return _returning(stmt, notify)
 
 
 def apply_depth(
-    conn: Connection, deltas: Mapping[str, int], index_types: Mapping[str, str] | None = None
+    conn: Connection,
+    deltas: Mapping[str, int],
+    index_types: Mapping[str, str] | None = None,
+    arrivals: Collection[str] = (),
 ) -> list[str]:
     """Apply net depth changes, in name order so that concurrent units of work
-    never deadlock on queue rows. Returns the queues that refused growth
-    (deleted, full since this unit of work looked, or re-indexed: ``index_types``
-    are the INDXTYPEs the rows were written for).
+    never deadlock on queue rows, and announce ``arrivals`` (:func:`notify_arrivals`).
+    Returns the queues that refused growth (deleted, full since this unit of work
+    looked, or re-indexed: ``index_types`` are the INDXTYPEs the rows were written for).
 
     PostgreSQL changes several queues in one statement (one round trip for a
-    publication's ten subscriber queues rather than ten); SQLite is in-process,
-    where a loop costs nothing extra.
+    publication's ten subscriber queues rather than ten), which also carries the
+    notification when every arrival has a depth change to carry it; SQLite is
+    in-process, where a loop costs nothing extra.
     """
     types = index_types or {}
     params = [
@@ -196,20 +212,34 @@ def apply_depth(
         for name in sorted(deltas)
         if (delta := deltas[name])
     ]
+    postgresql = conn.dialect.name == "postgresql"
+    carried = postgresql and bool(arrivals) and _carries(params, arrivals)
+    if not carried:
+        notify_arrivals(conn, arrivals)
     if not params:
         return []
-    if conn.dialect.name == "postgresql" and len(params) > 1:
+    notice = {"channel": NOTIFY_CHANNEL, "payload": ",".join(sorted(arrivals))} if carried else {}
+    if postgresql and len(params) > 1:
         together = {
             "names": [p["q"] for p in params],
             "deltas": [p["d"] for p in params],
             "types": [p["index_type"] for p in params],
+            **notice,
         }
-        rows = _fetch(conn, _compiled(conn.dialect, "change_depths", _change_depths), together)
+        compiled = _compiled(conn.dialect, ("change_depths", carried), _change_depths, carried)
+        rows = _fetch(conn, compiled, together)
     else:
-        compiled = _compiled(conn.dialect, "change_depth", lambda: _change_depth)
-        rows = [row for p in params for row in _fetch(conn, compiled, p)]
+        compiled = _compiled(conn.dialect, ("change_depth", carried), _change_depth, carried)
+        rows = [row for p in params for row in _fetch(conn, compiled, {**p, **notice})]
     changed = {row[0] for row in rows}
     return [p["q"] for p in params if p["d"] > 0 and p["q"] not in changed]
+
+
+def _carries(params: list[dict[str, Any]], arrivals: Collection[str]) -> bool:
+    """Whether the depth statement can raise the arrival notification: one payload, and
+    a changed row for every queue named (a put and a get that cancel out change none)."""
+    changed = {p["q"] for p in params}
+    return len(arrivals) <= NOTIFY_NAMES and all(name in changed for name in arrivals)
 
 
 # --- messages --------------------------------------------------------------------------------

@@ -127,6 +127,47 @@ def test_a_put_from_another_process_wakes_the_getter_promptly(qm, queue, databas
     assert putter.exitcode == 0
 
 
+def woken_by_unit_of_work(
+    qm: QueueManager, database_url: str, getting: str, gets: list[str], puts: list[tuple[str, bytes]]
+) -> Message:
+    """Wait on ``getting`` (by CorrelId ``REPLY``) while another process commits a unit of
+    work; the wait must end with the notification, not the (30 s) fallback poll."""
+    qm.notifier.fallback_seconds = 30
+    parent, child = SPAWN.Pipe()
+    worker = SPAWN.Process(target=workers.unit_of_work_after, args=(database_url, gets, puts, 0.5, child))
+    worker.start()
+    try:
+        assert parent.poll(30) and parent.recv() == workers.READY
+        got = qm.get(getting, wait=10, correl_id=REPLY)
+        woke_at = time.time()
+        assert parent.poll(10)
+        committed_at = parent.recv()
+    finally:
+        worker.join(10)
+    assert worker.exitcode == 0
+    assert woke_at - committed_at < 0.3
+    return got
+
+
+REPLY = b"reply".ljust(24, b"\0")
+
+
+def test_a_unit_of_work_putting_on_several_queues_wakes_a_getter_of_each(qm, queue, database_url):
+    """On PostgreSQL one depth statement changes both queues and carries the notification."""
+    qm.define_queue("OTHER.Q")
+    puts = [("OTHER.Q", REPLY), (queue, REPLY)]
+    assert woken_by_unit_of_work(qm, database_url, queue, [], puts).correl_id == REPLY
+    assert qm.get("OTHER.Q").correl_id == REPLY
+
+
+def test_a_get_and_a_put_that_leave_the_depth_unchanged_still_wake_the_getter(qm, queue, database_url):
+    """No depth change carries this notification: it is sent on its own."""
+    qm.put(queue, Message(body=b"request"))
+    got = woken_by_unit_of_work(qm, database_url, queue, [queue], [(queue, REPLY)])
+    assert got.body == b"from a unit of work"
+    assert qm.depth(queue) == 0
+
+
 @pytest.mark.parametrize(("fallback", "window", "most"), [(1.0, 1.0, 5), (30.0, 0.5, 0)])
 def test_an_idle_waiter_does_not_poll_the_database(qm, queue, statements, fallback, window, most):
     """At the default fallback a waiter looks once a second (a handful of statements);

@@ -80,3 +80,19 @@ def get_and_hang(url: str, queue: str, count: int, pipe: Connection) -> None:
         with qm.unit_of_work() as uow:
             pipe.send([uow.get(queue).msg_id for _ in range(count)])
             time.sleep(600)
+
+
+def unit_of_work_after(
+    url: str, gets: list[str], puts: list[tuple[str, bytes]], delay: float, pipe: Connection
+) -> None:
+    """Say ready; ``delay`` seconds later, in one unit of work, get one message from each
+    of ``gets`` and put one on each of ``puts`` (queue, CorrelId); report the commit time."""
+    with QueueManager.connect(url, appl_name="exchanger") as qm:
+        pipe.send(READY)
+        time.sleep(delay)
+        with qm.unit_of_work() as uow:
+            for queue in gets:
+                uow.get(queue)
+            for queue, correl_id in puts:
+                uow.put(queue, Message(body=b"from a unit of work", correl_id=correl_id))
+        pipe.send(time.time())
