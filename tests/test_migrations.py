@@ -9,11 +9,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, insert, inspect, select, text
+from sqlalchemy import Engine, MetaData, Table, func, insert, inspect, select, text
 
 import migrations
-from broker.spark import staging
-from broker.spark.schema import puts
+from broker.spark.schema import runs
 from migrations.models import target_metadata
 from queues import Message, QueueManager, make_engine, sql
 
@@ -147,11 +146,8 @@ def test_queues_defined_before_indxtype_keep_their_correl_id_index(empty):
     assert qm.get("OLD.Q", correl_id=correl).body == b"before"
 
 
-def test_staged_puts_are_stored_in_key_order_on_sqlite_and_kept_across_0009(empty):
-    """0009 rebuilds SQLite's staged puts WITHOUT ROWID (the merge reads them in key order),
-    keeping any row staged before; on PostgreSQL it changes nothing; downgrade undoes it."""
-    migrations.upgrade(empty, "0008")
-    row = dict.fromkeys(staging.PUT_COLUMNS, 0) | {
+def _staged_put() -> dict[str, Any]:
+    return dict.fromkeys(STAGED_PUT_COLUMNS, 0) | {
         "job": "J1",
         "seq": 7,
         "idx": 2,
@@ -169,25 +165,70 @@ def test_staged_puts_are_stored_in_key_order_on_sqlite_and_kept_across_0009(empt
         "body": b"staged before",
         "correl_key": None,
     }
+
+
+STAGED_PUT_COLUMNS = (
+    "job", "seq", "idx", "phase", "asked_priority", "asked_persistence", "queue", "priority", "expires_at",
+    "msg_id", "correl_id", "format", "encoding", "ccsid", "msg_type", "report", "reply_to_q",
+    "reply_to_qmgr", "user_id", "persistence", "expiry", "put_appl_type", "put_appl_name", "put_date",
+    "put_time", "backout_count", "put_at", "body", "correl_key",
+)  # fmt: skip
+
+
+def _staged_puts(engine: Engine) -> tuple[bool, list[Any]]:
+    """Whether psb_spark_puts is WITHOUT ROWID (SQLite), and its rows' keys and bodies."""
+    puts = Table("psb_spark_puts", MetaData(), autoload_with=engine)
+    with engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(select(puts.c.job, puts.c.seq, puts.c.idx, puts.c.body))]
+        if engine.dialect.name != "sqlite":
+            return False, rows
+        ddl = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'psb_spark_puts'").scalar_one()
+        return ddl.rstrip().endswith("WITHOUT ROWID"), rows
+
+
+def test_staged_puts_were_stored_in_key_order_on_sqlite_and_kept_across_0009(empty):
+    """0009 rebuilt SQLite's staged puts WITHOUT ROWID (the old merge read them in key order),
+    keeping any row staged before; on PostgreSQL it changed nothing; downgrade undoes it."""
+    migrations.upgrade(empty, "0008")
+    puts = Table("psb_spark_puts", MetaData(), autoload_with=empty)
     with empty.begin() as conn:
-        conn.execute(insert(puts), [row])
+        conn.execute(insert(puts), [_staged_put()])
 
-    def stored() -> tuple[bool, list[Any]]:
-        with empty.connect() as conn:
-            rows = [tuple(r) for r in conn.execute(select(puts.c.job, puts.c.seq, puts.c.idx, puts.c.body))]
-            if empty.dialect.name != "sqlite":
-                return False, rows
-            ddl = conn.exec_driver_sql(
-                "SELECT sql FROM sqlite_master WHERE name = 'psb_spark_puts'"
-            ).scalar_one()
-            return ddl.endswith("WITHOUT ROWID"), rows
-
-    assert stored() == (False, [("J1", 7, 2, b"staged before")])
-    migrations.upgrade(empty)
-    assert stored() == (empty.dialect.name == "sqlite", [("J1", 7, 2, b"staged before")])
-    assert differences(empty) == []
+    assert _staged_puts(empty) == (False, [("J1", 7, 2, b"staged before")])
+    migrations.upgrade(empty, "0011")
+    assert _staged_puts(empty) == (empty.dialect.name == "sqlite", [("J1", 7, 2, b"staged before")])
     migrations.downgrade(empty, "0008")
-    assert stored() == (False, [("J1", 7, 2, b"staged before")])
+    assert _staged_puts(empty) == (False, [("J1", 7, 2, b"staged before")])
+
+
+def test_0012_drops_the_staging_and_logs_the_partition_markers(empty):
+    """Partitions commit their own results from 0012 on: the staging tables go, a run the old
+    release left cannot be finished and goes too; downgrade brings the old tables back."""
+    migrations.upgrade(empty, "0011")
+    puts = Table("psb_spark_puts", MetaData(), autoload_with=empty)
+    with empty.begin() as conn:
+        conn.execute(insert(puts), [_staged_put()])
+        conn.execute(
+            insert(runs),
+            [{"job": "J1", "stream": "S", "watermark": 1, "partitions": 1, "started_at": 0}],
+        )
+
+    migrations.upgrade(empty)
+
+    names = set(inspect(empty).get_table_names())
+    assert {"psb_spark_puts", "psb_spark_retained", "psb_spark_deferred"}.isdisjoint(names)
+    assert differences(empty) == []
+    with empty.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(runs)).scalar_one() == 0
+        if empty.dialect.name == "postgresql":  # logged now: it stands beside logged deliveries
+            persistence = conn.exec_driver_sql(
+                "SELECT relpersistence FROM pg_class WHERE relname = 'psb_spark_parts'"
+            ).scalar_one()
+            assert persistence == "p"
+    migrations.downgrade(empty, "0011")
+    assert _staged_puts(empty) == (empty.dialect.name == "sqlite", [])
+    migrations.upgrade(empty)
+    assert differences(empty) == []
 
 
 def test_claim_turns_are_a_cycling_sequence_on_postgresql_only(empty):

@@ -9,8 +9,9 @@ Python worker start included; the Spark session's start is not.
 
 Figures: messages/s, the speed-up from the first master to the last, and each run's
 throughput per core against the service's (which uses one core for Python and leaves
-the other to the database). The job's phases show where the time goes: reading,
-routing and staging run in parallel tasks; the merge is one transaction in the database.
+the other to the database). The job's phases show where the time goes: each task reads
+and routes its partition in parallel with the others, then waits for the partition before
+it and commits its own (the commits follow each other in partition order).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Run:
     deliveries: int
     seconds: float
     cores: int
-    phases: dict[str, float]  # Spark runs: read+route+stage, merge, clean-up
+    phases: dict[str, float]  # Spark runs: plan, read+route+commit, finish, and the tasks' sums
 
     @property
     def per_second(self) -> float:
@@ -76,11 +77,12 @@ def spark_run(
             )
             seconds = time.perf_counter() - started
             phases = {
-                "read+route+stage": summary.route_seconds,
-                "merge": summary.merge_seconds,
-                "clean-up": summary.cleanup_seconds,
+                "plan": summary.plan_seconds,
+                "read+route+commit": summary.stage_seconds,
+                "finish": summary.finish_seconds,
                 "task route (sum)": summary.task_route_seconds,
-                "task stage (sum)": summary.task_stage_seconds,
+                "task wait (sum)": summary.task_wait_seconds,
+                "task write (sum)": summary.task_write_seconds,
             }
             return Run(f"spark {master}", kind, count, delivered(qm), seconds, cores_of(master), phases)
     finally:

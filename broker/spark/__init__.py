@@ -7,11 +7,14 @@ here re-implements routing, authority or matching. The modules follow the data:
 * ``lease``: the lease on a stream queue that keeps a routing service and a job
   from both routing it;
 * ``snapshot``: the state every task routes against, broadcast once;
-* ``partition``: one partition's rows routed and staged (runs in the executors);
-* ``staging``: every SQL statement on the staging tables (``schema``);
-* ``merge``: the final merge, one transaction that makes the result visible;
+* ``plan``: the backlog cut into partitions of whole service batches, in get order;
+* ``partition``: one partition's rows routed into message rows (pure);
+* ``commit``: a partition's turn, the one transaction that makes its results
+  visible and consumes its backlog;
+* ``runs``: every SQL statement of the pipeline's bookkeeping (``schema``);
+* ``task``: the executor side, a task that routes and commits one partition;
 * ``job``: the driver that runs them in order.
 
-Only ``job`` and ``partition`` need PySpark, and import it where they use it, so
-the service can use ``lease`` without it.
+Only ``job`` and ``task`` need PySpark, and import it where they use it, so the
+service can use ``lease`` without it.
 """

@@ -1,22 +1,23 @@
-"""The driver of ``broker spark route``: lease, watermark, read, route, merge.
+"""The driver of ``broker spark route``: lease, plan, then every partition routed and
+committed by its own task, in partition order.
 
 1. Take the stream's lease (``broker.spark.lease``): from then on no routing
    service routes the stream, and none is half-way through a batch of it.
-2. In one transaction: the watermark W (the stream's highest row id), the
-   snapshot every task routes against (``broker.spark.snapshot``), the run's
-   record (clearing what dead runs left).
-3. Spark reads the backlog (the stream's rows with id <= W) over JDBC in
-   id-range partitions, with the Debian driver jars, and each partition is
-   routed and staged by ``broker.spark.partition`` through ``mapInArrow``.
-   A monitor thread renews the lease and logs progress from the partition
-   markers (so it works the same on a cluster).
-4. The final merge (``broker.spark.merge``) makes it all visible in one
-   transaction; the staging is cleared afterwards.
+2. In one transaction: housekeeping at the job's clock (written), the snapshot
+   every task routes against (``broker.spark.snapshot``), the backlog as of now
+   cut into partitions of whole service batches (``broker.spark.plan``), the
+   run's record (clearing what dead runs left).
+3. Spark reads each partition over JDBC with the Debian driver jars, and a task
+   routes it (``broker.spark.partition``) and commits it in its turn
+   (``broker.spark.commit``): its deliveries, replies, forwards, dead letters and
+   retained changes made visible, and its backlog removed, in one transaction.
+   A monitor thread renews the lease and logs progress from the partition markers
+   (so it works the same on a cluster).
+4. A last transaction checks that every partition committed and nothing of the
+   backlog is left, ends the run and frees the stream.
 
-A failure anywhere before the merge commits leaves nothing visible: the job
-releases its lease and clears its staging if it still can, and a rerun starts
-afresh. Killed outright, it leaves the lease to lapse and the staging to the
-next run.
+A failure or a kill at any point leaves whole partitions done and the rest of the
+backlog in place: a rerun routes what is left, and ends where one clean run would.
 """
 
 from __future__ import annotations
@@ -34,22 +35,26 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from broker.config import Settings
+from broker.effects import Effect
 from broker.owners import owner_name
 from broker.service import broker_config
-from broker.spark import lease, merge, partition, staging
-from broker.spark.snapshot import PutContext, capture
-from broker.spark.staging import PartSummary
+from broker.spark import commit, lease, runs, task
+from broker.spark.partition import Stager, TaskSpec
+from broker.spark.plan import Plan, make_plan
+from broker.spark.runs import PartSummary
+from broker.spark.snapshot import PutContext, Snapshot, capture
 from broker.state import BrokerConfig
 from broker.store import StateStore
 from broker.system import DEFAULT_STREAM
-from queues import QueueManager, sql
+from queues import QueueManager
 from queues.database import normalise_url
 from queues.errors import MQError
 from queues.ids import now_ms
-from queues.names import DEAD_LETTER_QUEUE, check_queue_name
+from queues.names import check_queue_name
 from queues.reasons import Reason
 from queues.schema import messages
 
@@ -61,16 +66,16 @@ log = logging.getLogger(__name__)
 JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/xerial-sqlite-jdbc.jar")
 # Debian's sqlite-jdbc jar has no native library inside; libxerial-sqlite-jdbc-jni puts it here.
 SQLITE_NATIVE_DIR = "/usr/lib/x86_64-linux-gnu/jni"
-ROWS_PER_PARTITION = 10_000
 FETCH_SIZE = 2_000
 
 
 @dataclass(frozen=True, slots=True)
 class JobOptions:
     stream: str = DEFAULT_STREAM
-    partitions: int | None = None  # default: one per ROWS_PER_PARTITION rows, at least two per core
+    partitions: int | None = None  # default: about plan.ROWS_PER_PARTITION messages, 2+ per core
     lease_ms: int = lease.DEFAULT_LEASE_MS
     progress_seconds: float = 5.0
+    turn_timeout: float = 600.0  # how long a partition waits for the one before it to commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +92,16 @@ class Summary:
     dead_letters: int  # messages written to the dead-letter queue
     queue_full: int  # of which deliveries their queue had no room for (MQRC_Q_FULL)
     written: int  # messages written to all queues
-    route_seconds: float  # read + route + stage (the Spark stage), wall clock
-    merge_seconds: float
-    cleanup_seconds: float
+    plan_seconds: float  # lease, housekeeping, snapshot and partitioning
+    stage_seconds: float  # the Spark stage: every partition read, routed and committed
+    finish_seconds: float
     task_route_seconds: float  # summed over tasks: reading and routing
-    task_stage_seconds: float  # summed over tasks: writing the staged rows
+    task_wait_seconds: float  # summed over tasks: waiting for the partition before to commit
+    task_write_seconds: float  # summed over tasks: their transactions
 
     @property
     def seconds(self) -> float:
-        return self.route_seconds + self.merge_seconds + self.cleanup_seconds
+        return self.plan_seconds + self.stage_seconds + self.finish_seconds
 
     @property
     def rows_per_second(self) -> float:
@@ -111,10 +117,9 @@ class Summary:
                 f"in {self.partitions} partitions",
                 f"  deliveries {self.deliveries:,}, replies {self.replies:,}, forwards {self.forwards:,}, "
                 f"dead letters {self.dead_letters:,} ({self.queue_full:,} for full queues)",
-                f"  read+route+stage {self.route_seconds:.1f} s "
-                f"(tasks: route {self.task_route_seconds:.1f} s, stage {self.task_stage_seconds:.1f} s), "
-                f"merge {self.merge_seconds:.1f} s, "
-                f"clean-up {self.cleanup_seconds:.1f} s",
+                f"  plan {self.plan_seconds:.1f} s, read+route+commit {self.stage_seconds:.1f} s "
+                f"(tasks: route {self.task_route_seconds:.1f} s, wait {self.task_wait_seconds:.1f} s, "
+                f"write {self.task_write_seconds:.1f} s), finish {self.finish_seconds:.1f} s",
                 f"  total {self.seconds:.1f} s, {self.rows_per_second:,.0f} messages/s",
             ]
         )
@@ -166,39 +171,16 @@ _SPARK_TYPES = {int: "LONG", str: "STRING", bytes: "BINARY"}
 CUSTOM_SCHEMA = ", ".join(f"{c.name} {_SPARK_TYPES[c.type.python_type]}" for c in messages.columns)
 
 
-def read_backlog(
-    spark: SparkSession, url: str, stream: str, low: int, watermark: int, parts: int
-) -> DataFrame:
-    """The stream's rows with id <= watermark, in ``parts`` id ranges, columns in table order."""
-    check_queue_name(stream)  # MQ names cannot hold a quote: safe inside the SQL text
+def read_backlog(spark: SparkSession, url: str, plan: Plan) -> DataFrame:
+    """The backlog, one Spark partition per plan partition (in order), columns in table
+    order."""
+    check_queue_name(plan.stream)  # MQ names cannot hold a quote: safe inside the SQL text
     jdbc_url, options = jdbc_source(url)
-    columns = ", ".join(sql.COLUMNS)
-    query = f"(SELECT {columns} FROM {messages.name} WHERE queue = '{stream}' AND id <= {watermark})"
-    reader = (
-        spark.read.format("jdbc")
-        .options(**options)
-        .option("url", jdbc_url)
-        .option("dbtable", f"{query} backlog")
-        .option("customSchema", CUSTOM_SCHEMA)
+    return (
+        spark.read.option("customSchema", CUSTOM_SCHEMA)
         .option("fetchsize", FETCH_SIZE)
+        .jdbc(jdbc_url, messages.name, predicates=[plan.predicate(p) for p in plan.parts], properties=options)
     )
-    if parts > 1:
-        reader = (
-            reader.option("partitionColumn", "id")
-            .option("lowerBound", low)
-            .option("upperBound", watermark)
-            .option("numPartitions", parts)
-        )
-    return reader.load()
-
-
-def partition_count(options: JobOptions, backlog: staging.Backlog, cores: int) -> int:
-    """None for an empty backlog; Spark cuts the id range into at most ``watermark - low``
-    strides."""
-    if not backlog.rows:
-        return 0
-    wanted = options.partitions or max(2 * cores, -(-backlog.rows // ROWS_PER_PARTITION))
-    return max(1, min(wanted, backlog.watermark - backlog.low))
 
 
 def check_stream(qm: QueueManager, settings: Settings, stream: str) -> BrokerConfig:
@@ -220,87 +202,112 @@ def run(spark: SparkSession, qm: QueueManager, settings: Settings, options: JobO
     owner = owner_name(f"spark:{job}")
     resource = lease.stream_resource(stream)
     db = qm.engine
+    started = time.perf_counter()
     lease.take_over(qm, stream, owner, options.lease_ms)
     log.info("stream leased", extra={"stream": stream, "owner": owner})
-    merged = False
+    finished = False
     try:
         now = now_ms()
         with db.begin() as conn:
-            backlog = staging.backlog(conn, stream)
-            snapshot = capture(
-                conn,
-                state_store,
-                job=job,
-                stream=stream,
-                now=now,
-                context=PutContext(qm.name, qm.user_id, qm.appl_name),
+            context = PutContext(qm.name, qm.user_id, qm.appl_name)
+            snapshot, housekeeping = capture(
+                conn, state_store, job=job, stream=stream, now=now, context=context
             )
-            parts = partition_count(options, backlog, spark.sparkContext.defaultParallelism)
-            staging.start_run(conn, job, stream, backlog.watermark, parts, now)
+            totals = _housekeeping(conn, snapshot, housekeeping)
+            plan = make_plan(
+                conn,
+                stream,
+                now,
+                batch_size=settings.batch_size,
+                partitions=options.partitions,
+                cores=spark.sparkContext.defaultParallelism,
+            )
+            runs.start_run(conn, job, stream, plan.watermark, len(plan.parts), now)
         log.info(
             "backlog",
             extra={
                 "stream": stream,
-                "rows": backlog.rows,
-                "watermark": backlog.watermark,
-                "partitions": parts,
+                "rows": plan.rows,
+                "watermark": plan.watermark,
+                "partitions": len(plan.parts),
             },
         )
-        started = time.perf_counter()
-        with _monitor(spark, qm, resource, owner, job, parts, options):
-            totals = _route(spark, settings.database_url, snapshot.encode(), job, backlog, parts, stream)
-        routed = time.perf_counter()
-        run_ = merge.Run(snapshot, owner, backlog.watermark, parts, settings.batch_size)
-        result = merge.merge(db, run_, state_store)
-        merged = True
-        merged_at = time.perf_counter()
-        with db.begin() as conn:
-            staging.clear(conn, job)
-        cleaned = time.perf_counter()
+        spec = TaskSpec(snapshot, plan, owner, settings.batch_size, options.turn_timeout)
+        planned = time.perf_counter()
+        with _monitor(spark, qm, resource, owner, job, len(plan.parts), options):
+            totals.add(_route(spark, settings.database_url, spec))
+        staged = time.perf_counter()
+        _finish(qm, plan, job, resource, owner)
+        finished = True
     finally:
-        if not merged:
+        if not finished:
             _abandon(qm, job, resource, owner)
-    totals.add(result.routed)
     return Summary(
         job=job,
         stream=stream,
-        watermark=backlog.watermark,
-        partitions=parts,
-        rows=result.consumed,
+        watermark=plan.watermark,
+        partitions=len(plan.parts),
+        rows=totals.rows_read,
         messages=totals.messages,
         deliveries=totals.deliveries,
         replies=totals.replies,
         forwards=totals.forwards,
-        dead_letters=result.written.get(DEAD_LETTER_QUEUE, 0),
-        queue_full=result.overflowed,
-        written=sum(result.written.values()),
-        route_seconds=routed - started,
-        merge_seconds=merged_at - routed,
-        cleanup_seconds=cleaned - merged_at,
+        dead_letters=totals.dead_letters,
+        queue_full=totals.queue_full,
+        written=totals.written,
+        plan_seconds=planned - started,
+        stage_seconds=staged - planned,
+        finish_seconds=time.perf_counter() - staged,
         task_route_seconds=totals.route_us / 1e6,
-        task_stage_seconds=totals.stage_us / 1e6,
+        task_wait_seconds=totals.wait_us / 1e6,
+        task_write_seconds=totals.write_us / 1e6,
     )
 
 
-def _route(
-    spark: SparkSession, url: str, payload: bytes, job: str, backlog: staging.Backlog, parts: int, stream: str
-) -> PartSummary:
-    """Run the Spark stage: every partition routed and staged; their summaries added up."""
+def _housekeeping(conn: Connection, snapshot: Snapshot, effects: list[Effect]) -> PartSummary:
+    """Write what housekeeping at the job's clock does (expired subscriptions and retained
+    publications removed, proxy deregistrations sent), before any partition, as the
+    service's housekeeping would have come before its batches."""
+    stager = Stager(snapshot)
+    changes = [effect for _, effect in stager.stage(0, effects)]
+    if stager.rows or changes:
+        commit.write(conn, snapshot, stager.rows, {}, changes, stager.summary)
+    return stager.summary
+
+
+def _route(spark: SparkSession, url: str, spec: TaskSpec) -> PartSummary:
+    """Run the Spark stage: every partition routed and committed; their summaries added up."""
     totals = PartSummary()
-    if not backlog.rows:
+    plan = spec.plan
+    if not plan.parts:
         return totals
-    frame = read_backlog(spark, url, stream, backlog.low, backlog.watermark, parts)
-    if frame.rdd.getNumPartitions() != parts:
-        raise JobError(f"Spark made {frame.rdd.getNumPartitions()} partitions of the backlog, not {parts}")
-    broadcast = spark.sparkContext.broadcast(payload)
+    frame = read_backlog(spark, url, plan)
+    if frame.rdd.getNumPartitions() != len(plan.parts):
+        raise JobError(f"Spark made {frame.rdd.getNumPartitions()} partitions, not {len(plan.parts)}")
+    broadcast = spark.sparkContext.broadcast(spec.encode())
     try:
-        spark.sparkContext.setJobGroup(job, f"broker spark route {stream}", interruptOnCancel=True)
-        route = partial(partition.route_partition, job=job, url=url, snapshot=broadcast)
-        for row in frame.mapInArrow(route, partition.SUMMARY_SCHEMA).collect():
-            totals.add(PartSummary(*(row[name] for name in staging.SUMMARY_FIELDS)))
+        job = spec.snapshot.job
+        spark.sparkContext.setJobGroup(job, f"broker spark route {plan.stream}", interruptOnCancel=True)
+        route = partial(task.route_partition, job=job, url=url, spec=broadcast)
+        for row in frame.mapInArrow(route, task.SUMMARY_SCHEMA).collect():
+            totals.add(PartSummary(*(row[name] for name in runs.SUMMARY_FIELDS)))
     finally:
         broadcast.destroy()
     return totals
+
+
+def _finish(qm: QueueManager, plan: Plan, job: str, resource: str, owner: str) -> None:
+    """Check that every partition committed and the whole backlog went; end the run."""
+    with qm.engine.begin() as conn:
+        lease.verify(conn, resource, owner, now_ms())
+        done = runs.committed_parts(conn, job)
+        if len(done) != len(plan.parts):
+            raise JobError(f"{len(done)} of {len(plan.parts)} partitions committed")
+        left = runs.remaining(conn, plan.stream, plan.watermark)
+        if left:
+            raise JobError(f"{left} messages of the backlog were not consumed")
+        runs.end_run(conn, job)
+        lease.release(conn, resource, owner)
 
 
 @contextmanager
@@ -326,7 +333,7 @@ def _monitor(
             try:
                 with qm.engine.begin() as conn:
                     lease.renew(conn, resource, owner, now_ms(), options.lease_ms)
-                    done = staging.staged_parts(conn, job)
+                    done = runs.committed_parts(conn, job)
             except lease.LeaseError as exc:
                 lost.append(exc)
                 spark.sparkContext.cancelJobGroup(job)
@@ -362,11 +369,11 @@ def _monitor(
 
 
 def _abandon(qm: QueueManager, job: str, resource: str, owner: str) -> None:
-    """After a failure: clear this run's staging and free the stream, if the database lets us."""
+    """After a failure: end the run and free the stream, if the database lets us. The
+    partitions that committed stay done; the rest of the backlog is where it was."""
     try:
         with qm.engine.begin() as conn:
-            staging.end_run(conn, job)
-            staging.clear(conn, job)
+            runs.end_run(conn, job)
             lease.release(conn, resource, owner)
     except Exception:
-        log.exception("could not clear the failed run; the next run will", extra={"job": job})
+        log.exception("could not end the failed run; the next run will", extra={"job": job})

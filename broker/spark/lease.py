@@ -22,7 +22,7 @@ both would deliver the same publications. The resource ``stream:<queue>`` in
   after that transaction (``queues.claims``), so the job then waits for the
   running routers' claims to be consumed (:func:`take_over`).
 
-The job renews the lease while it runs; a renewal or the final merge that
+The job renews the lease while it runs; a renewal or a partition's commit that
 finds the lease lapsed fails the job rather than risk routing what a service
 may have routed meanwhile. A job killed outright leaves the lease to lapse
 (``DEFAULT_LEASE_MS``), after which services route the stream again. Expiry is
@@ -36,8 +36,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, update
 
 from broker.owners import dead_here
+from broker.spark.runs import insert_new
 from broker.spark.schema import leases
-from broker.spark.staging import insert_new
 from queues import QueueManager, sql
 from queues.errors import MQError
 from queues.ids import now_ms

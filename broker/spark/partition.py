@@ -1,4 +1,4 @@
-"""One partition of the backlog: rows in, ``engine.route``, staged rows out.
+"""One partition of the backlog: rows in, ``engine.route``, message rows out.
 
 Each input row becomes exactly the :class:`~queues.Message` a get returns at
 the job's clock, is routed by :func:`broker.engine.route` against the
@@ -8,62 +8,60 @@ a put is the row :func:`queues.manager.message_row` builds for its queue, a put
 for a neighbour is the service's :func:`~broker.service.transmission` of it, a
 put that cannot be made (unknown queue, too big, put inhibited) and every
 DeadLetter effect is the dead-letter queue's row for the message behind an
-MQDLH. The only depth check left is the queue's MAXDEPTH, which depends on
-every partition: the merge does it.
+MQDLH. What depends on the partitions before this one is left for its turn
+(``broker.spark.commit``): the queues' MAXDEPTH, the retained publications a
+SetRetained replaces and the ones a DeletePub deletes, so SetRetained effects
+are kept in input order and DeletePubs are routed in the turn.
 
-Two kinds of input are not finished here. SetRetained is staged as a record
-(the input, subscription point, topic): the merge applies retained changes in
-input order. DeletePub is staged for the merge to route, because what it
-deletes depends on the retained publications at its place in the sequence.
 No other state change can come from a stream publication against the snapshot
 (see ``broker.spark.snapshot``); one that does is a defect and fails the task.
-
-Rows are keyed by (job, the input's place in the service's get order, the
-effect's index), and a partition's rows are written in one transaction behind
-its marker (``broker.spark.staging``), so a retried or speculative task writes
-nothing twice.
+Inputs are routed in the service's get order whatever order the read returned
+them in, and each live one knows its rank in the backlog, hence its service batch.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import Engine
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from broker import engine
-from broker.collector import tune_collector
 from broker.effects import DELIVERY, REPLY, DeadLetter, Effect, Outcome, Put, SetRetained
 from broker.routing import Source
 from broker.service import failed_outcome, transmission
-from broker.spark import staging
+from broker.spark.plan import Part, Plan
+from broker.spark.runs import PartSummary, input_order
 from broker.spark.snapshot import Snapshot
-from broker.spark.staging import PartSummary, input_order
 from broker.state import BrokerState
-from queues import make_engine, sql
+from queues import sql
 from queues.errors import MQError
 from queues.ids import mq_date_time
 from queues.manager import _row_to_message, dead_letter_message, message_row
 from queues.message import Message
 from queues.names import DEAD_LETTER_QUEUE
 from queues.reasons import Reason
-
-if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
-    from pyspark import Broadcast
+from queues.schema import MESSAGE_COLUMNS
 
 log = logging.getLogger(__name__)
 
 _ID, _PRIORITY = sql.ID, sql.PRIORITY
 _EXPIRES_AT = sql.COLUMNS.index("expires_at")
-DIRECT, PUT = 0, 1  # phases: see broker.spark.schema.puts
-SUMMARY_SCHEMA = "part LONG, " + ", ".join(f"{name} LONG" for name in staging.SUMMARY_FIELDS)
+
+# A row the partition writes: (input order, effect index, phase, the priority and
+# persistence the engine asked for, then ``mq_messages``' columns as ``message_row``
+# builds them). Phase 0: dead-lettered as the engine decided (the service writes those
+# first in a batch); 1: a put, or a put that failed and went to the dead-letter queue.
+SEQ, IDX, PHASE, ASKED_PRIORITY, ASKED_PERSISTENCE = range(5)
+MESSAGE = 5
+QUEUE = MESSAGE + MESSAGE_COLUMNS.index("queue")
+DIRECT, PUT = 0, 1
+_FIELDS = {name: MESSAGE + MESSAGE_COLUMNS.index(name) for name in MESSAGE_COLUMNS}
 
 
-class StagingError(MQError):
+class SnapshotError(MQError):
     """A stream publication changed state the snapshot promised it would not."""
 
     def __init__(self, detail: str) -> None:
@@ -71,10 +69,9 @@ class StagingError(MQError):
 
 
 class Stager:
-    """An outcome's message effects as the staged rows the service would have written."""
+    """An outcome's message effects as the rows the service would have written."""
 
     def __init__(self, snapshot: Snapshot) -> None:
-        self.job = snapshot.job
         self.now = snapshot.now
         self.stamp = mq_date_time(snapshot.now)
         self.context = snapshot.context
@@ -84,7 +81,7 @@ class Stager:
         self.summary = PartSummary()
 
     def stage(self, seq: int, effects: Sequence[Effect]) -> list[tuple[int, Effect]]:
-        """Stage the puts and dead letters among ``effects`` (an outcome's, in order) as
+        """Row the puts and dead letters among ``effects`` (an outcome's, in order) as
         input ``seq``'s; return the state changes among them with their index."""
         changes: list[tuple[int, Effect]] = []
         summary = self.summary
@@ -103,9 +100,10 @@ class Stager:
                 changes.append((idx, effect))
         return changes
 
-    def overflowed(self, row: Any, reason: int) -> None:
-        """Dead-letter a staged put its queue has no room for, as a failed put is."""
-        self._dead(row.seq, row.idx, PUT, row.queue, staged_message(row), reason)
+    def overflowed(self, row: Sequence[Any], reason: int) -> tuple[Any, ...]:
+        """The dead-letter row of a put its queue has no room for, as a failed put's is."""
+        self._dead(row[SEQ], row[IDX], PUT, row[QUEUE], row_message(row), reason)
+        return self.rows.pop()
 
     def _put(self, seq: int, idx: int, put: Put) -> None:
         queue, message = put.queue, put.message
@@ -143,31 +141,18 @@ class Stager:
             context.user_id,
             context.appl_name,
         )
-        return (self.job, seq, idx, phase, message.priority, message.persistence, *row)
+        return (seq, idx, phase, message.priority, message.persistence, *row)
 
 
-def staged_message(row: Any) -> Message:
-    """The message a staged put row was built from (the inverse of ``Stager._row``)."""
+def row_message(row: Sequence[Any]) -> Message:
+    """The message a row was built from (the inverse of ``Stager._row``)."""
+    names = ("body", "msg_id", "correl_id", "format", "encoding", "ccsid", "msg_type", "report")
+    names += ("reply_to_q", "reply_to_qmgr", "user_id", "expiry", "put_appl_type", "put_appl_name")
+    names += ("put_date", "put_time", "backout_count")
     return Message(
-        body=row.body,
-        msg_id=row.msg_id,
-        correl_id=row.correl_id,
-        format=row.format,
-        encoding=row.encoding,
-        ccsid=row.ccsid,
-        msg_type=row.msg_type,
-        report=row.report,
-        reply_to_q=row.reply_to_q,
-        reply_to_qmgr=row.reply_to_qmgr,
-        user_id=row.user_id,
-        persistence=row.asked_persistence,
-        priority=row.asked_priority,
-        expiry=row.expiry,
-        put_appl_type=row.put_appl_type,
-        put_appl_name=row.put_appl_name,
-        put_date=row.put_date,
-        put_time=row.put_time,
-        backout_count=row.backout_count,
+        **{name: row[_FIELDS[name]] for name in names},
+        persistence=row[ASKED_PERSISTENCE],
+        priority=row[ASKED_PRIORITY],
     )
 
 
@@ -181,105 +166,72 @@ def route_one(message: Message, source: Source, state: BrokerState, now: int, se
         return failed_outcome(message, source.queue, state.qmgr, now, f"internal error: {exc!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What every task of a job is given (broadcast once): the snapshot it routes
+    against, the partitions, the lease it commits under, the service batch size whose
+    dead-letter order it reproduces."""
+
+    snapshot: Snapshot
+    plan: Plan
+    owner: str
+    batch_size: int
+    turn_timeout: float
+
+    def encode(self) -> bytes:
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def decode(data: bytes) -> TaskSpec:
+        spec = pickle.loads(data)
+        assert isinstance(spec, TaskSpec)
+        return spec
+
+
 @dataclass(slots=True)
-class Staged:
-    """One partition's output, ready to be written."""
+class Routed:
+    """One partition, routed: what its turn writes."""
 
-    job: str
-    puts: list[tuple[Any, ...]]
+    rows: list[tuple[Any, ...]]  # in (input order, effect index) order
     summary: PartSummary
-    retained: list[tuple[str, int, int, str, str]] = field(default_factory=list)
-    deferred: list[tuple[str, int]] = field(default_factory=list)
+    # Per input in order, what the turn does: a SetRetained (input, effect index, effect),
+    # or a DeletePub to route (input, None, the message).
+    ordered: list[tuple[int, int | None, Any]] = field(default_factory=list)
+    batches: dict[int, int] = field(default_factory=dict)  # input order -> service batch (from 1)
+
+    @property
+    def deletes(self) -> bool:
+        return any(idx is None for _, idx, _ in self.ordered)
 
 
-def route_rows(rows: Iterable[Sequence[Any]], snapshot: Snapshot, state: BrokerState) -> Staged:
+def route_rows(
+    rows: Iterable[Sequence[Any]], snapshot: Snapshot, state: BrokerState, part: Part, batch_size: int
+) -> Routed:
     """Route backlog rows (``mq_messages`` columns in table order) of one partition."""
     started = time.perf_counter()
     stager = Stager(snapshot)
-    staged = Staged(snapshot.job, stager.rows, stager.summary)
-    summary = staged.summary
+    routed = Routed(stager.rows, stager.summary)
+    summary = routed.summary
     source = engine.source_of(state, snapshot.stream)
-    now, job = snapshot.now, snapshot.job
-    for row in rows:
+    now = snapshot.now
+    rank = part.first_rank
+    for row in sorted(rows, key=lambda r: input_order(r[_PRIORITY], r[_ID])):
         summary.rows_read += 1
         expires_at = row[_EXPIRES_AT]
         if expires_at is not None and expires_at <= now:
-            continue  # a get never returns it; the merge removes it with the backlog
+            continue  # a get never returns it; the turn removes it with the partition
         summary.messages += 1
         seq = input_order(row[_PRIORITY], row[_ID])
-        outcome = route_one(_row_to_message(row, now), source, state, now, row[_ID])
+        routed.batches[seq] = (rank + batch_size - 1) // batch_size
+        rank += 1
+        message = _row_to_message(row, now)
+        outcome = route_one(message, source, state, now, row[_ID])
         if outcome.command == "DeletePub":
-            staged.deferred.append((job, seq))
+            routed.ordered.append((seq, None, message))
             continue
         for idx, change in stager.stage(seq, outcome.effects):
             if not isinstance(change, SetRetained):
-                raise StagingError(f"a publication on {snapshot.stream} changed state: {change!r}")
-            publication = change.publication
-            staged.retained.append((job, seq, idx, publication.sub_point, publication.topic))
-    summary.staged = len(staged.puts)
+                raise SnapshotError(f"a publication on {snapshot.stream} changed state: {change!r}")
+            routed.ordered.append((seq, idx, change))
     summary.route_us = int((time.perf_counter() - started) * 1e6)
-    return staged
-
-
-def store(db: Engine, part: int, staged: Staged) -> PartSummary:
-    """Write one partition in one transaction, unless another attempt already did:
-    then that attempt's summary is the partition's."""
-    started = time.perf_counter()
-    job, summary = staged.job, staged.summary
-    with db.begin() as conn:
-        if not staging.claim_part(conn, job, part):
-            existing = staging.staged_part(conn, job, part)
-            assert existing is not None  # the claim failed on its row, now committed
-            return existing
-        staging.write_puts(conn, staged.puts)
-        staging.write_retained(conn, staged.retained)
-        staging.write_deferred(conn, staged.deferred)
-        summary.stage_us = int((time.perf_counter() - started) * 1e6)
-        staging.finish_part(conn, job, part, summary)
-    return summary
-
-
-# -- the executor side -------------------------------------------------------------------------
-
-# Per Python worker process (Spark reuses them across tasks): the state of the job being
-# run, rebuilt once from its broadcast, and one engine per database.
-_PREPARED: dict[str, tuple[Snapshot, BrokerState]] = {}
-_ENGINES: dict[str, Engine] = {}
-
-
-def prepared(job: str, payload: Callable[[], bytes]) -> tuple[Snapshot, BrokerState]:
-    """The job's snapshot and state; ``payload`` (the broadcast) is read only the first time."""
-    found = _PREPARED.get(job)
-    if found is None:
-        _PREPARED.clear()  # a worker outliving its job must not keep the old state
-        snapshot = Snapshot.decode(payload())
-        found = _PREPARED[job] = (snapshot, snapshot.state())
-        tune_collector()  # this worker routes from now on, as a service's router does
-    return found
-
-
-def _engine(url: str) -> Engine:
-    db = _ENGINES.get(url)
-    if db is None:
-        db = _ENGINES[url] = make_engine(url)
-    return db
-
-
-def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
-    for batch in batches:
-        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
-
-
-def route_partition(
-    batches: Iterator[pa.RecordBatch], *, job: str, url: str, snapshot: Broadcast[bytes]
-) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function: route and stage one partition, yield its summary."""
-    import pyarrow as pa
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    assert context is not None
-    part = context.partitionId()
-    prepared_snapshot, state = prepared(job, lambda: snapshot.value)
-    summary = store(_engine(url), part, route_rows(_rows(batches), prepared_snapshot, state))
-    yield pa.RecordBatch.from_pylist([{"part": part, **asdict(summary)}])
+    return routed

@@ -10,12 +10,13 @@ Python process rebuilds a :class:`~broker.state.BrokerState` from them once
 partition it is given against it.
 
 Two deliberate omissions. Retained publications: a publication on a stream never
-reads them (only DeletePub does, and the merge routes those), and a million of
-them would be broadcast for nothing. Subscriptions the service's housekeeping
-would remove at the job's clock (expired, or on a temporary queue that is
-gone): the merge removes them first, exactly so, and a task never meets one;
-otherwise each partition would remove them on its own, in whatever order tasks
-happen to run.
+reads them (only DeletePub does, and a partition routes those in its turn, against
+the retained store as the partitions before it left it), and a million of them
+would be broadcast for nothing. Subscriptions the service's housekeeping would
+remove at the job's clock (expired, or on a temporary queue that is gone): the
+driver removes them first, exactly so, in the transaction that captures the
+snapshot, and a task never meets one; otherwise each partition would remove them
+on its own, in whatever order tasks happen to run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sqlalchemy import Connection
 
 from broker import engine, store
 from broker.authority import AclRule, Authority
-from broker.effects import AddSubscription
+from broker.effects import AddSubscription, Effect
 from broker.state import BrokerConfig, BrokerState, Neighbour, QueueInfo
 from broker.subscription import Subscription
 from queues import sql
@@ -98,13 +99,15 @@ def capture(
     stream: str,
     now: int,
     context: PutContext,
-) -> Snapshot:
-    """The snapshot as of ``conn``'s transaction, after housekeeping at ``now``."""
+) -> tuple[Snapshot, list[Effect]]:
+    """The snapshot as of ``conn``'s transaction, after housekeeping at ``now``, and the
+    housekeeping's effects (for the caller to write in the same transaction)."""
     definitions = {row.name: QueueDefinition.from_row(row) for row in sql.select_queues(conn)}
     state = state_store.load(conn, queue_directory(definitions))
-    state.apply_all(engine.housekeeping(state, now))
+    housekeeping = engine.housekeeping(state, now)
+    state.apply_all(housekeeping)
     authority = state.authority
-    return Snapshot(
+    snapshot = Snapshot(
         job=job,
         stream=stream,
         now=now,
@@ -118,3 +121,4 @@ def capture(
         definitions=definitions,
         neighbours=tuple(sorted(state.neighbours)),
     )
+    return snapshot, housekeeping

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from broker.spark import job, lease
-from broker.spark.schema import STAGING, leases
+from broker.spark.schema import RUN_TABLES, leases
 from broker.system import DEFAULT_STREAM
 from queues import DEAD_LETTER_QUEUE, dlh
 from queues.ids import now_ms
@@ -30,9 +30,9 @@ def reasons_of(queues: dict[str, Any]) -> list[int]:
     return [dlh.decode(m.body, m.encoding)[0].reason for m in queues[DEAD_LETTER_QUEUE][1]]
 
 
-def staged_rows(broker: scenario.Broker) -> int:
+def run_rows(broker: scenario.Broker) -> int:
     with broker.engine.connect() as conn:
-        return sum(conn.execute(select(func.count()).select_from(t)).scalar_one() for t in STAGING)
+        return sum(conn.execute(select(func.count()).select_from(t)).scalar_one() for t in RUN_TABLES)
 
 
 def test_the_job_leaves_every_queue_as_the_service_does(spark, brokers):
@@ -70,7 +70,7 @@ def test_the_job_leaves_every_queue_as_the_service_does(spark, brokers):
     assert summary.written == sum(
         depth - before[name] for name, (depth, _) in queues.items() if name != DEFAULT_STREAM
     )
-    assert staged_rows(sparked) == 0
+    assert run_rows(sparked) == 0
     with sparked.engine.connect() as conn:
         assert conn.execute(select(leases.c.owner)).scalars().all() == [""]
 

@@ -1,5 +1,5 @@
-"""A job killed at any point leaves either nothing visible or the complete result, and a rerun
-ends exactly where one clean run does: no duplicates, nothing lost."""
+"""A job killed at any point leaves whole partitions committed and the rest of the backlog
+where it was, and a rerun ends exactly where one clean run does: no duplicates, nothing lost."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ import pytest
 from sqlalchemy import func, select, update
 
 from broker.spark import job, lease
-from broker.spark.schema import leases, parts, puts
+from broker.spark.schema import leases, parts
+from broker.system import DEFAULT_STREAM
 from tests.spark.scenario import Broker, backlog, contents, load
 
 ROOT = Path(__file__).resolve().parents[2]
+HOLD = Path(__file__).resolve().parent / "hold"
 OPTIONS = job.JobOptions(partitions=4, progress_seconds=0.5, lease_ms=3_000)
 
 
@@ -26,11 +28,18 @@ def count(broker: Broker, table) -> int:
         return conn.execute(select(func.count()).select_from(table)).scalar_one()
 
 
-def start(broker: Broker, point: str) -> subprocess.Popen[str]:
+def start(broker: Broker, hold_at: int, hold_file: Path) -> subprocess.Popen[str]:
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HOLD), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "BROKER_TEST_HOLD_AT": str(hold_at),
+        "BROKER_TEST_HOLD_FILE": str(hold_file),
+    }
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.killable", broker.url, point],
+        [sys.executable, "-m", "tests.spark.killable", broker.url],
         cwd=ROOT,
-        stdout=subprocess.PIPE,
+        env=environment,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
         start_new_session=True,  # its JVM and Python workers die with it
@@ -67,33 +76,40 @@ def rerun(spark, broker: Broker, driver: str) -> job.Summary:
     return job.run(spark, broker.qm, broker.settings, OPTIONS)
 
 
-@pytest.mark.parametrize(
-    ("point", "driver"), [("staging", "here"), ("merge", "here"), ("merge", "elsewhere")]
-)
-def test_a_killed_job_reruns_to_the_result_of_a_clean_run(spark, brokers, point, driver):
+@pytest.mark.parametrize(("hold_at", "driver"), [(0, "here"), (1, "here"), (2, "elsewhere")])
+def test_a_killed_job_reruns_to_the_result_of_a_clean_run(spark, brokers, tmp_path, hold_at, driver):
+    """Killed inside the transaction of partition ``hold_at`` (of three: 120 live messages in
+    service batches of 50): the partitions before it are committed, nothing of the rest is."""
     killed, clean = brokers(), brokers()
     messages = backlog(120)
     for broker in (killed, clean):
         load(broker, messages)
     before = contents(killed)
+    depth = killed.qm.depth(DEFAULT_STREAM)
 
-    process = start(killed, point)
+    hold_file = tmp_path / "holding"
+    process = start(killed, hold_at, hold_file)
     try:
-        if point == "staging":
-            wait_for(lambda: count(killed, parts) >= 1)
-        else:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == "MERGING"
+        wait_for(hold_file.exists)
+        assert hold_file.read_text() == str(hold_at)
     finally:
         kill(process)
 
-    assert contents(killed) == before  # nothing of it is visible
-    assert count(killed, parts) >= 1  # but its staging is left behind
-    if point == "merge":
-        assert count(killed, puts) > 0
+    assert count(killed, parts) == hold_at  # whole partitions, each with its marker
+    with killed.engine.connect() as conn:
+        consumed = conn.execute(select(func.coalesce(func.sum(parts.c.rows_read), 0))).scalar_one()
+        written = conn.execute(select(func.coalesce(func.sum(parts.c.written), 0))).scalar_one()
+    assert killed.qm.depth(DEFAULT_STREAM) == depth - consumed
+    assert (consumed > 0) == (hold_at > 0)
+    after = contents(killed)
+    grown = sum(d - before["queues"].get(q, (0, []))[0] for q, (d, _) in after["queues"].items())
+    assert grown == written - consumed  # what the committed partitions wrote, less their backlog
+    if hold_at == 0:
+        assert after == before
+
     summary = rerun(spark, killed, driver)
     job.run(spark, clean.qm, clean.settings, OPTIONS)
 
     assert contents(killed) == contents(clean)
-    assert summary.messages == len(messages) - 1
-    assert count(killed, puts) == 0
+    assert summary.rows == len(messages) - consumed
+    assert count(killed, parts) == 0

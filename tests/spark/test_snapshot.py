@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from broker import store
 from broker.authority import Permission
-from broker.effects import AddSubscription
+from broker.effects import AddSubscription, Effect, RemoveSubscription
 from broker.service import broker_config
 from broker.spark.snapshot import PutContext, Snapshot, capture, queue_directory
 from broker.subscription import Identity as SubscriberIdentity
@@ -16,7 +16,7 @@ from tests.spark.scenario import Broker
 TOPICS = ("Sport/Soccer/Team1/Score", "Sport/Tennis/Player1/Score", "News/World/1", "Secret/Plans")
 
 
-def take(broker: Broker, now: int) -> Snapshot:
+def capture_at(broker: Broker, now: int) -> tuple[Snapshot, list[Effect]]:
     state_store = store.StateStore(broker_config("QM1", broker.settings))
     with broker.engine.begin() as conn:
         return capture(
@@ -27,6 +27,10 @@ def take(broker: Broker, now: int) -> Snapshot:
             now=now,
             context=PutContext("QM1", "u", "a"),
         )
+
+
+def take(broker: Broker, now: int) -> Snapshot:
+    return capture_at(broker, now)[0]
 
 
 def test_a_snapshot_survives_the_broadcast_and_routes_like_the_store(brokers):
@@ -80,10 +84,14 @@ def test_what_housekeeping_removes_is_left_out(brokers):
             conn, [AddSubscription(expiring), AddSubscription(temporary)]
         )
 
-    topics = {s.key.topic for s in take(broker, now).subscriptions}
+    snapshot, housekeeping = capture_at(broker, now)
+    topics = {s.key.topic for s in snapshot.subscriptions}
     earlier = {s.key.topic for s in take(broker, now - 1).subscriptions}
 
     assert "Expiring/#" not in topics and "Temp/#" not in topics
+    # The driver writes what housekeeping did, so that the store agrees with the snapshot.
+    removed = {e.key.topic for e in housekeeping if isinstance(e, RemoveSubscription)}
+    assert removed == {"Expiring/#", "Temp/#"}
     assert "Expiring/#" in earlier  # not yet expired then; the temporary queue is gone either way
     assert "Temp/#" not in earlier
 
