@@ -124,7 +124,11 @@ def write(
     kept, the dead letters in service-batch order (``batches``: input -> batch; inputs
     not in it, such as housekeeping's, come first), depths changed by the rows and by
     ``consumed`` backlog messages, arrivals announced."""
-    ordinary, dead = _overflow(conn, snapshot, rows, summary)
+    # The state version first and then every queue row this transaction changes, at once
+    # and in name order, as the service's units of work lock them: none can deadlock with it.
+    store.StateStore(snapshot.config).write(conn, changes)
+    others = {DEAD_LETTER_QUEUE, snapshot.stream} if consumed else {DEAD_LETTER_QUEUE}
+    ordinary, dead = _overflow(conn, snapshot, rows, summary, others)
     dead.sort(key=lambda row: (batches.get(row[SEQ], 0), row[PHASE], row[SEQ], row[IDX]))
     sql.insert_messages(conn, [row[MESSAGE:] for row in (*ordinary, *dead)])
     written = Counter(row[QUEUE] for row in ordinary)
@@ -138,17 +142,21 @@ def write(
     refused = sql.apply_depth(conn, deltas, index_types, arrivals=tuple(written))
     if refused:
         raise MQError(Reason.MQRC_Q_FULL, f"no room left on {', '.join(refused)}")
-    store.StateStore(snapshot.config).write(conn, changes)
 
 
 def _overflow(
-    conn: Connection, snapshot: Snapshot, rows: Sequence[tuple[Any, ...]], summary: PartSummary
+    conn: Connection,
+    snapshot: Snapshot,
+    rows: Sequence[tuple[Any, ...]],
+    summary: PartSummary,
+    others: set[str],
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The rows split into ordinary ones and dead letters, after moving the puts their
-    queue has no room for (MAXDEPTH, as of now: the queue rows are locked until commit)
-    to the dead letters with MQRC_Q_FULL, each queue keeping its first ones."""
+    queue has no room for (MAXDEPTH, as of now: the queue rows, and ``others``, are locked
+    until commit) to the dead letters with MQRC_Q_FULL, each queue keeping its first ones."""
     wanted = Counter(row[QUEUE] for row in rows if row[QUEUE] != DEAD_LETTER_QUEUE)
-    room = {name: max(0, max_depth - depth) for name, depth, max_depth in runs.lock_queues(conn, wanted)}
+    locked = runs.lock_queues(conn, wanted.keys() | others)
+    room = {name: max(0, max_depth - depth) for name, depth, max_depth in locked if name in wanted}
     full = {name for name, count in wanted.items() if name in room and count > room[name]}
     ordinary: list[tuple[Any, ...]] = []
     dead: list[tuple[Any, ...]] = []

@@ -4,10 +4,10 @@ The driver captures, once, inside the transaction that fixes the watermark:
 the subscriptions (in registration order), the ACL rules, groups and default
 policy, the local queue definitions, the neighbours and the broker's
 configuration, plus the job's clock reading and the put context the queue manager
-stamps on what it puts. Spark broadcasts the pickled bytes; each executor's
-Python process rebuilds a :class:`~broker.state.BrokerState` from them once
-(:func:`broker.spark.partition.prepared` caches it by job) and routes every
-partition it is given against it.
+stamps on what it puts. Spark broadcasts it pickled, inside the job's
+:class:`~broker.spark.partition.TaskSpec`; each executor's Python process rebuilds a
+:class:`~broker.state.BrokerState` from it once (:func:`broker.spark.task.prepared`
+caches it by job) and routes every partition it is given against it.
 
 Two deliberate omissions. Retained publications: a publication on a stream never
 reads them (only DeletePub does, and a partition routes those in its turn, against
@@ -21,7 +21,6 @@ on its own, in whatever order tasks happen to run.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -60,15 +59,6 @@ class Snapshot:
     subscriptions: tuple[Subscription, ...]  # registration order; housekeeping done at ``now``
     definitions: Mapping[str, QueueDefinition]
     neighbours: tuple[str, ...]
-
-    def encode(self) -> bytes:
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
-
-    @staticmethod
-    def decode(data: bytes) -> Snapshot:
-        snapshot = pickle.loads(data)
-        assert isinstance(snapshot, Snapshot)
-        return snapshot
 
     def state(self) -> BrokerState:
         """The routing state this snapshot describes (subscriptions added in order, as
