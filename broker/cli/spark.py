@@ -1,7 +1,7 @@
 """``broker spark route``: drain a stream queue's backlog on Apache Spark.
 
-The same routing core as ``broker serve``, run in Spark tasks over id-range
-partitions of the backlog, with results identical to the service's (see
+The same routing core as ``broker serve``, run in Spark tasks over partitions
+of the backlog that commit in order, with results identical to the service's (see
 ``broker.spark``). Locally it runs on ``local[*]``; on a cluster, pass the
 master URL. PySpark is imported only by this command.
 """
@@ -43,7 +43,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     route.add_argument("--db", metavar="URL", default=argparse.SUPPRESS, help="database URL")
     route.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     route.add_argument(
-        "--partitions", type=_positive, help="id-range partitions (default one per 10,000 messages)"
+        "--partitions",
+        type=_positive,
+        help="partitions, each whole service batches in get order (default about 10,000 messages each)",
     )
     route.add_argument(
         "--batch-size",
