@@ -303,7 +303,7 @@ def _finish(qm: QueueManager, plan: Plan, job: str, resource: str, owner: str) -
         done = runs.committed_parts(conn, job)
         if len(done) != len(plan.parts):
             raise JobError(f"{len(done)} of {len(plan.parts)} partitions committed")
-        left = runs.remaining(conn, plan.stream, plan.watermark)
+        left = runs.remaining(conn, plan.backlog())
         if left:
             raise JobError(f"{left} messages of the backlog were not consumed")
         runs.end_run(conn, job)

@@ -72,9 +72,12 @@ class Plan:
     parts: tuple[Part, ...]
     one_priority: bool = True  # every message of the backlog has the same priority
 
+    def backlog(self) -> ColumnElement[bool]:
+        return _backlog(self.stream, self.watermark)
+
     def where(self, part: Part) -> ColumnElement[bool]:
         """The messages of ``part``: the same statement reads and then consumes them."""
-        bounds = [messages.c.queue == self.stream, messages.c.id <= self.watermark]
+        bounds = [self.backlog()]
         if part.start:
             bounds.append(_at_or_after(part.start, self.one_priority))
         if part.end:
@@ -88,6 +91,10 @@ class Plan:
             dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
         )
         return str(compiled)
+
+
+def _backlog(stream: str, watermark: int) -> ColumnElement[bool]:
+    return and_(messages.c.queue == stream, messages.c.id <= watermark)
 
 
 def partition_size(live: int, batch_size: int, partitions: int | None, cores: int) -> int:
@@ -109,8 +116,9 @@ def make_plan(
             c.queue == stream
         )
     ).one()
-    watermark = watermark or 0
-    backlog = and_(c.queue == stream, c.id <= watermark)
+    if not rows:
+        return Plan(stream, 0, 0, 0, batch_size, ())
+    backlog = _backlog(stream, watermark)
     live_now = or_(c.expires_at.is_(None), c.expires_at > now)
     live = conn.execute(select(func.count()).where(backlog, live_now)).scalar_one()
     size = partition_size(live, batch_size, partitions, cores)
@@ -125,8 +133,6 @@ def make_plan(
             .order_by(ranked.c.rank)
         )
     ]
-    if not rows:
-        return Plan(stream, watermark, 0, 0, size, ())
     bounds: list[Key | None] = [None, *starts, None]
     parts = tuple(
         Part(index, index * size + 1, bounds[index], bounds[index + 1]) for index in range(len(starts) + 1)

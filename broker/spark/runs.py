@@ -70,10 +70,9 @@ def consume(conn: Connection, where: ColumnElement[bool]) -> int:
     return int(conn.execute(delete(messages).where(where)).rowcount)
 
 
-def remaining(conn: Connection, stream: str, watermark: int) -> int:
-    """Messages of the backlog still on the stream."""
-    stmt = select(func.count()).where(messages.c.queue == stream, messages.c.id <= watermark)
-    return int(conn.execute(stmt).scalar_one())
+def remaining(conn: Connection, backlog: ColumnElement[bool]) -> int:
+    """Messages of the backlog (``broker.spark.plan.Plan.backlog``) still on the stream."""
+    return int(conn.execute(select(func.count()).where(backlog)).scalar_one())
 
 
 def lock_queues(conn: Connection, names: Iterable[str]) -> list[tuple[str, int, int]]:

@@ -107,24 +107,33 @@ def test_no_wait_means_an_immediate_2033(qm, queue):
     assert time.monotonic() - started < 0.3
 
 
-def test_a_put_from_another_process_wakes_the_getter_promptly(qm, queue, database_url):
-    """With the fallback poll pushed out to 30 s, only a notification (LISTEN/NOTIFY on
-    PostgreSQL, the data_version watcher on SQLite) can end this wait early."""
-    qm.notifier.fallback_seconds = 30
+def woken_by(
+    qm: QueueManager, worker: Any, args: tuple[Any, ...], queue: str, correl_id: bytes | None = None
+) -> tuple[Message, float, float]:
+    """Run ``worker(*args, pipe)`` in another process (``tests.queues.workers``), get from
+    ``queue`` while it commits; what the getter got, when it woke, when the worker committed."""
     parent, child = SPAWN.Pipe()
-    putter = SPAWN.Process(target=workers.put_after, args=(database_url, queue, 0.5, child))
-    putter.start()
+    process = SPAWN.Process(target=worker, args=(*args, child))
+    process.start()
     try:
         assert parent.poll(30) and parent.recv() == workers.READY
-        got = qm.get(queue, wait=10)
+        got = qm.get(queue, wait=10, correl_id=correl_id)
         woke_at = time.time()
         assert parent.poll(10)
         committed_at = parent.recv()
     finally:
-        putter.join(10)
+        process.join(10)
+    assert process.exitcode == 0
+    return got, woke_at, committed_at
+
+
+def test_a_put_from_another_process_wakes_the_getter_promptly(qm, queue, database_url):
+    """With the fallback poll pushed out to 30 s, only a notification (LISTEN/NOTIFY on
+    PostgreSQL, the data_version watcher on SQLite) can end this wait early."""
+    qm.notifier.fallback_seconds = 30
+    got, woke_at, committed_at = woken_by(qm, workers.put_after, (database_url, queue, 0.5), queue)
     assert got.body == b"from another process"
     assert woke_at - committed_at < 0.3
-    assert putter.exitcode == 0
 
 
 def woken_by_unit_of_work(
@@ -133,18 +142,8 @@ def woken_by_unit_of_work(
     """Wait on ``getting`` (by CorrelId ``REPLY``) while another process commits a unit of
     work; the wait must end with the notification, not the (30 s) fallback poll."""
     qm.notifier.fallback_seconds = 30
-    parent, child = SPAWN.Pipe()
-    worker = SPAWN.Process(target=workers.unit_of_work_after, args=(database_url, gets, puts, 0.5, child))
-    worker.start()
-    try:
-        assert parent.poll(30) and parent.recv() == workers.READY
-        got = qm.get(getting, wait=10, correl_id=REPLY)
-        woke_at = time.time()
-        assert parent.poll(10)
-        committed_at = parent.recv()
-    finally:
-        worker.join(10)
-    assert worker.exitcode == 0
+    args = (database_url, gets, puts, 0.5)
+    got, woke_at, committed_at = woken_by(qm, workers.unit_of_work_after, args, getting, REPLY)
     assert woke_at - committed_at < 0.3
     return got
 
@@ -311,19 +310,7 @@ def wake_directory(qm: QueueManager) -> Path:
 
 def put_from_another_process(qm: QueueManager) -> tuple[Message, float, float]:
     """What a getter waiting on APP.Q got, when it woke, and when the other process committed."""
-    parent, child = SPAWN.Pipe()
-    putter = SPAWN.Process(target=workers.put_after, args=(str(qm.engine.url), "APP.Q", 0.5, child))
-    putter.start()
-    try:
-        assert parent.poll(30) and parent.recv() == workers.READY
-        got = qm.get("APP.Q", wait=10)
-        woke_at = time.time()
-        assert parent.poll(10)
-        committed_at = parent.recv()
-    finally:
-        putter.join(10)
-    assert putter.exitcode == 0
-    return got, woke_at, committed_at
+    return woken_by(qm, workers.put_after, (str(qm.engine.url), "APP.Q", 0.5), "APP.Q")
 
 
 def test_a_put_from_another_process_wakes_a_sqlite_getter_through_its_socket(sqlite_qm):
