@@ -1,7 +1,22 @@
-"""The broker's admin REST API (FastAPI): ``create_app(qm, settings)`` and serve it with uvicorn."""
+"""The broker's admin REST API (FastAPI): ``create_app(qm, settings)`` and serve it with uvicorn.
+
+``create_app`` is loaded on first use, so that the CLI's token commands read
+``admin_api.accounts`` without loading FastAPI.
+"""
 
 from __future__ import annotations
 
-from admin_api.app import create_app
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from admin_api.app import create_app
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "create_app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from admin_api.app import create_app
+
+    return create_app

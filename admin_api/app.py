@@ -2,7 +2,7 @@
 
 It holds no SQL and no routing logic: queues go to :class:`~queues.QueueManager`,
 ACLs and listings to ``broker.store``, tokens and the audit log to
-``broker.accounts``, and subscription and retained-publication changes to the
+``admin_api.accounts``, and subscription and retained-publication changes to the
 broker itself as command messages (``admin_api.commands``). Everything an app
 needs lives on the app, so one process can hold several (one per database).
 
@@ -14,22 +14,35 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.staticfiles import StaticFiles
 
 import migrations
-from admin_api import problems, prometheus
+from admin_api import links, object_names, problems, prometheus
 from admin_api.auditing import AuditLog
 from admin_api.body_limit import BodyLimit
 from admin_api.commands import BrokerCommands
 from admin_api.models import MAX_BODY_BYTES, Problem
-from admin_api.routers import acl, audit, health, network, queues, retained, status, subscriptions, tokens
+from admin_api.routers import (
+    acl,
+    audit,
+    docs,
+    health,
+    network,
+    queues,
+    retained,
+    status,
+    subscriptions,
+    tokens,
+)
 from admin_api.services import Services
 from broker.client import DEFAULT_TIMEOUT
-from broker.config import Settings
-from broker.metrics import BrokerMetrics
+from broker.service.config import Settings
+from broker.service.metrics import BrokerMetrics
 from queues import QueueManager
 from queues.ids import now_ms
 
@@ -47,7 +60,8 @@ and retries dead letters; **admin** also manages ACL rules, groups, tokens and r
 Errors are RFC 9457 problems (`application/problem+json`) with the MQ reason name and number
 when there is one.
 """
-ROUTERS = (health, queues, subscriptions, retained, acl, status, tokens, audit, network)
+ROUTERS = (health, queues, subscriptions, retained, acl, status, tokens, audit, network, docs)
+STATIC = Path(__file__).resolve().parent / "static"
 
 
 def create_app(
@@ -66,7 +80,15 @@ def create_app(
         yield
         commands.close()
 
-    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title=TITLE,
+        version=VERSION,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served from the package by routers.docs, never from a CDN
+        redoc_url=None,
+    )
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.state.services = Services(
         qm=qm,
         settings=settings,
@@ -78,6 +100,7 @@ def create_app(
     problems.install(app)
     app.add_middleware(AuditLog)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    object_names.install(app)
     for module in ROUTERS:
         app.include_router(module.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -86,8 +109,9 @@ def create_app(
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document, completed with the problems every operation can answer with, so no
-    router has to remember them: 401 and 403 where a token is needed, 400 and 413 where there
-    is a body, 422 as a problem (FastAPI documents its own error shape), 503 for the database."""
+    router has to remember them: 413 for a body over the limit (whatever the method), 401 and
+    403 where a token is needed, 400 where a JSON body is read, 422 as a problem (FastAPI
+    documents its own error shape), 503 for the database."""
     if app.openapi_schema is None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
@@ -101,17 +125,26 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 operation["responses"] = {**_problems_of(path, operation), **operation["responses"]}
                 if "422" in operation["responses"]:
                     operation["responses"]["422"] = _PROBLEMS["422"]
+        links.add_links(document)
         app.openapi_schema = document
     return app.openapi_schema
 
 
-_PROBLEMS = {str(status): entry for status, entry in problems.responses(400, 401, 403, 413, 422, 503).items()}
+_PROBLEMS = {
+    str(status): entry for status, entry in problems.responses(400, 401, 403, 404, 409, 413, 422, 503).items()
+}
 
 
 def _problems_of(path: str, operation: dict[str, Any]) -> dict[str, Any]:
-    statuses = [] if path == "/health" else ["503"]
+    statuses = ["413"]  # a body too large, sent with any method
+    if path != "/health":
+        statuses += ["503"]
+    if path.startswith("/api/"):
+        statuses += ["409"]  # whatever the queue manager or the broker refuses
+    if "{" in path:
+        statuses += ["404"]
     if "security" in operation:
         statuses += ["401", "403"]
     if "requestBody" in operation:
-        statuses += ["400", "413"]
+        statuses += ["400"]
     return {status: _PROBLEMS[status] for status in statuses}

@@ -15,13 +15,15 @@ parameters are always recorded.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from broker import accounts
-from broker.accounts import Token
+from admin_api import accounts
+from admin_api.accounts import Token
+from admin_api.object_names import SLASH_IN_NAME
 
 log = logging.getLogger("admin_api.audit")
 
@@ -68,8 +70,9 @@ class AuditLog:
         token: Token | None = state.get("token")
         if token is None:
             return
-        path: str = scope["path"]
-        resource: str = getattr(scope.get("route"), "path", path)  # the route's template
+        path: str = scope["path"].replace(SLASH_IN_NAME, "%2F")  # as the client encoded it
+        # the route's template, as the OpenAPI document writes it ("{name}", not "{name:name}")
+        resource = re.sub(r"{(\w+):\w+}", r"{\1}", getattr(scope.get("route"), "path", path))
         summary = {**scope.get("path_params", {}), **(state.get("audit") or {})}
         qm = scope["app"].state.services.qm
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from admin_api.problems import ApiProblem
 from broker import store
 from broker.client import DEFAULT_TIMEOUT, BrokerClient, BrokerResponse
-from broker.system import CONTROL_QUEUE
+from broker.core.system import CONTROL_QUEUE
 from queues import QueueManager
 from queues.errors import MQError
 from queues.reasons import Reason

@@ -12,14 +12,23 @@ broker; those refusals come back as problems carrying the MQ reason.
 from __future__ import annotations
 
 import base64
-import binascii
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
-from broker.options import RegOpt
-from broker.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
-from broker.topics import check_subscribe_topic
+from broker.core.system import QueueProblem
+from broker.core.topics import check_subscribe_topic
+from broker.protocol.options import RegOpt
+from broker.protocol.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from queues.definition import DEFINITION_TYPES, INDEX_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
 from queues.message import FORMAT_LENGTH, USER_ID_LENGTH
 
@@ -41,6 +50,7 @@ HEX_ID = r"^([0-9A-Fa-f]{2}){1,24}$"
 MSG_ID = r"^[0-9A-Fa-f]{48}$"
 CURSOR = r"^-?[0-9]{1,2}:[0-9]{1,18}$"  # 18 digits stay within a BIGINT
 FORMAT = rf"^[ -~]{{0,{FORMAT_LENGTH}}}$"
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 def _topic(value: str) -> str:
@@ -60,13 +70,61 @@ UserId = Annotated[str, StringConstraints(pattern=USER_ID), Field(examples=["ali
 Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL), Field(examples=["alice"])]
 HexId = Annotated[str, StringConstraints(pattern=HEX_ID), Field(examples=["414d5120514d31"])]
 BoundedText = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=XML_TEXT)]
+
+
 Int32 = Annotated[int, Field(ge=0, le=MAX_INT32)]
+Flag = StrictBool  # a JSON true or false, nothing that merely converts to one
+
+
+def _expiry(value: int) -> int:
+    if value == 0:
+        raise ValueError("an expiry is -1 (unlimited) or a positive number of tenths of a second")
+    return value
+
+
+# MQMD Expiry as MQ takes it: -1, or 1 and more tenths of a second (0 is MQRC_EXPIRY_ERROR).
+Expiry = Annotated[
+    int,
+    Field(ge=-1, le=MAX_INT32),
+    AfterValidator(_expiry),
+    WithJsonSchema({"type": "integer", "anyOf": [{"const": -1}, {"minimum": 1, "maximum": MAX_INT32}]}),
+]
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_NOT_AN_INTEGER = object()  # what pydantic then refuses as "Input should be a valid integer"
+
+
+def _takes_int(annotation: Any) -> bool:
+    return annotation is int or int in get_args(annotation)
 
 
 class Strict(BaseModel):
-    """Request bodies: unknown fields are errors, so a misspelt option is never silently ignored."""
+    """Request bodies: unknown fields are errors, so a misspelt option is never silently ignored.
+    Values must have the JSON type the schema gives: a flag is ``true`` or ``false``
+    (:data:`Flag`), never ``0``; an integer is a JSON number without a fraction (``5`` or ``5.0``,
+    as JSON Schema says), never ``false`` or ``"5"``, which Python would turn into one."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_integers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        wrong = {
+            key: _NOT_AN_INTEGER
+            for name, field in cls.model_fields.items()
+            if _takes_int(field.annotation) and isinstance(data.get(key := field.alias or name), bool | str)
+        }
+        return {**data, **wrong} if wrong else data
 
 
 # -- problems ----------------------------------------------------------------------------------
@@ -116,9 +174,26 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class QueueProblemOut(BaseModel):
+    """One of the broker's own queues that cannot do its part, and what that stops."""
+
+    queue: str
+    reason: int
+    reason_name: str
+    effect: str
+
+    @classmethod
+    def of(cls, problem: QueueProblem) -> QueueProblemOut:
+        return cls.model_validate(problem.fields())
+
+
 class Readiness(BaseModel):
-    status: Literal["ready"]
+    status: Literal["ready", "degraded"] = Field(
+        description="degraded: this API serves, but some of the broker's own queues cannot be used"
+        " (see problems); the broker routes the rest meanwhile"
+    )
     revision: str
+    problems: list[QueueProblemOut]
 
 
 # -- queues ------------------------------------------------------------------------------------
@@ -138,8 +213,8 @@ class QueueAttributes(Strict):
     backout_requeue_q: str | None = Field(None, pattern=r"^[A-Za-z0-9._/%]{0,48}$")
     def_priority: int | None = Field(None, ge=0, le=9)
     def_persistence: int | None = Field(None, ge=0, le=1)
-    put_enabled: bool | None = None
-    get_enabled: bool | None = None
+    put_enabled: Flag | None = None
+    get_enabled: Flag | None = None
     usage: Literal[USAGES] | None = None  # type: ignore[valid-type]
     definition_type: Literal[DEFINITION_TYPES] | None = None  # type: ignore[valid-type]
     index_type: Literal[INDEX_TYPES] | None = Field(  # type: ignore[valid-type]
@@ -157,7 +232,7 @@ class QueueCreate(QueueAttributes):
     )
 
     name: QueueName
-    replace: bool = Field(False, description="alter the queue if it exists (MQ's REPLACE)")
+    replace: Flag = Field(False, description="alter the queue if it exists (MQ's REPLACE)")
 
 
 class Queue(BaseModel):
@@ -239,18 +314,25 @@ class MessageIn(Strict):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"body_text": "hello", "priority": 5, "correl_id": "0102"}]},
+        json_schema_extra={
+            "examples": [{"body_text": "hello", "priority": 5, "correl_id": "0102"}],
+            # one body or none, never both
+            "not": {
+                "properties": {"body_text": {"type": "string"}, "body_base64": {"type": "string"}},
+                "required": ["body_text", "body_base64"],
+            },
+        },
     )
 
-    body_text: str | None = None
-    body_base64: str | None = None
+    body_text: str | None = Field(None, description="the body as text, put in UTF-8")
+    body_base64: str | None = Field(None, pattern=BASE64, description="the body as base64")
     format: str | None = Field(None, pattern=FORMAT, description="MQMD Format (default MQSTR for text)")
     correl_id: HexId | None = None
     msg_id: HexId | None = Field(None, description="default: generated by the queue manager")
     msg_type: int = Field(8, ge=1, le=999_999_999, description="1 request, 2 reply, 4 report, 8 datagram")
     priority: int = Field(-1, ge=-1, le=9, description="-1: the queue's default")
     persistence: int = Field(2, ge=0, le=2, description="0 no, 1 yes, 2 as the queue's default")
-    expiry: int = Field(-1, ge=-1, le=MAX_INT32, description="tenths of a second; -1 unlimited")
+    expiry: Expiry = Field(-1, description="tenths of a second; -1 unlimited")
     report: Int32 = 0
     encoding: Int32 = 546
     ccsid: int = Field(1208, ge=1, le=65535)
@@ -262,11 +344,8 @@ class MessageIn(Strict):
     def _one_body(self) -> MessageIn:
         if self.body_text is not None and self.body_base64 is not None:
             raise ValueError("give body_text or body_base64, not both")
-        if self.body_base64 is not None:
-            try:
-                base64.b64decode(self.body_base64, validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("body_base64 is not valid base64") from None
+        if self.body_text is not None and not _encodable(self.body_text):
+            raise ValueError("body_text holds a lone surrogate, which no UTF-8 text can")
         return self
 
     def body(self) -> bytes:
@@ -356,19 +435,19 @@ class SubscriptionCreate(Strict):
     sub_user_data: BoundedText | None = None
     correl_id: str | None = Field(None, pattern=MSG_ID, description="CorrelId for CorrelAsId (48 hex)")
     persistence: Literal["as-publisher", "as-queue", "persistent", "non-persistent"] | None = None
-    expiry: int = Field(-1, ge=-1, le=MAX_INT32, description="lifetime in tenths of a second; -1 none")
+    expiry: Expiry = Field(-1, description="lifetime in tenths of a second; -1 none")
     user_id: UserId | None = Field(None, description="act as this user (default: the token's principal)")
-    local: bool = False
-    new_pubs_only: bool = False
-    pub_on_req_only: bool = False
-    inform_if_retained: bool = False
-    dups_ok: bool = False
-    add_name: bool = False
-    no_alter: bool = False
-    full_response: bool = False
-    join_shared: bool = False
-    join_exclusive: bool = False
-    variable_user_id: bool = False
+    local: Flag = False
+    new_pubs_only: Flag = False
+    pub_on_req_only: Flag = False
+    inform_if_retained: Flag = False
+    dups_ok: Flag = False
+    add_name: Flag = False
+    no_alter: Flag = False
+    full_response: Flag = False
+    join_shared: Flag = False
+    join_exclusive: Flag = False
+    variable_user_id: Flag = False
 
     def options(self) -> RegOpt:
         options = RegOpt(0)
@@ -464,7 +543,7 @@ class RuleIn(Strict):
     kind: Literal["user", "group"] = "user"
     topic: Topic
     permission: Literal["publish", "subscribe"]
-    allow: bool
+    allow: Flag
 
 
 class Rule(BaseModel):
@@ -597,4 +676,5 @@ class Status(BaseModel):
     routers: list[RouterStatus] = Field(description="routers that reported within the last 30 s")
     totals: Counters = Field(description="summed over those routers")
     queues: list[QueueDepth]
+    problems: list[QueueProblemOut] = Field(description="the broker's own queues that cannot be used now")
     last_errors: list[ErrorNote]

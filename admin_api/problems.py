@@ -15,7 +15,9 @@ the process.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -26,7 +28,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from admin_api.models import FieldError, Problem
-from broker.network.topology import NeighbourUnavailable
 from queues.errors import MQError
 from queues.reasons import Reason
 
@@ -34,12 +35,16 @@ log = logging.getLogger("admin_api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
-# What an MQ reason means for an HTTP client; anything else is a request the
-# queue manager or the broker refused as invalid (422).
+# What an MQ reason means for an HTTP client. A request that passed its schema and is refused
+# by the queue manager or the broker is in conflict with their state or rules (409); 422 is kept
+# for requests that do not match their schema, so a client can tell "fix the request" from
+# "the broker said no".
 REASON_STATUS: Mapping[int, int] = {
     Reason.MQRC_UNKNOWN_OBJECT_NAME: 404,
     Reason.MQRC_NO_MSG_AVAILABLE: 404,
     Reason.MQRCCF_NOT_REGISTERED: 404,
+    Reason.MQRCCF_Q_NAME_ERROR: 404,  # the subscriber queue is not defined (the name passed the schema)
+    Reason.MQRCCF_Q_MGR_NAME_ERROR: 404,  # neither this broker nor a neighbour
     Reason.MQRC_NOT_AUTHORIZED: 403,
     Reason.MQRCCF_NOT_AUTHORIZED: 403,
     Reason.MQRC_OBJECT_ALREADY_EXISTS: 409,
@@ -50,17 +55,19 @@ REASON_STATUS: Mapping[int, int] = {
     Reason.MQRC_GET_INHIBITED: 409,
     Reason.MQRC_OBJECT_IN_USE: 409,
     Reason.MQRC_UNKNOWN_REMOTE_Q_MGR: 409,
+    Reason.MQRCCF_UNKNOWN_BROKER: 409,  # a neighbour did not answer: the link cannot be verified now
+    Reason.MQRC_LOOPING_PUBLICATION: 409,
     Reason.MQRCCF_DUPLICATE_IDENTITY: 409,
     Reason.MQRCCF_WRONG_USER: 409,
     Reason.MQRCCF_DUPLICATE_SUBSCRIPTION: 409,
     Reason.MQRCCF_SUBSCRIPTION_IN_USE: 409,
     Reason.MQRCCF_SUBSCRIPTION_LOCKED: 409,
-    Reason.MQRC_MSG_TOO_BIG_FOR_Q: 413,
+    Reason.MQRC_MSG_TOO_BIG_FOR_Q: 409,  # too big for the queue's MAXMSGL, not for the API (413)
     Reason.MQRC_CONNECTION_BROKEN: 503,
     Reason.MQRC_Q_MGR_NOT_AVAILABLE: 503,
 }
 INVALID = 422
-BAD_GATEWAY = 502
+REFUSED = 409
 
 
 class ApiProblem(Exception):
@@ -88,13 +95,17 @@ def not_found(what: str) -> ApiProblem:
 
 
 def status_for(reason: int) -> int:
-    return REASON_STATUS.get(reason, INVALID)
+    return REASON_STATUS.get(reason, REFUSED)
 
 
 def status_of(exc: MQError) -> int:
-    """The HTTP status of an MQ error: by its reason, except that a neighbour that did not
-    answer is the upstream's failure (502), not the request's."""
-    return BAD_GATEWAY if isinstance(exc, NeighbourUnavailable) else status_for(exc.reason)
+    return status_for(exc.reason)
+
+
+def instance_of(request: Request) -> str:
+    """The path as the client sent it (``%2F`` in a queue name included)."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1").split("?", 1)[0] if raw else request.url.path
 
 
 def problem_response(
@@ -108,7 +119,7 @@ def problem_response(
     **extra: Any,
 ) -> JSONResponse:
     content = Problem(
-        type=type_, title=title, status=status, detail=detail, instance=request.url.path, **extra
+        type=type_, title=title, status=status, detail=detail, instance=instance_of(request), **extra
     ).model_dump(exclude_none=True)
     return JSONResponse(content, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
@@ -137,7 +148,30 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     phrase = HTTPStatus(exc.status_code).phrase
     detail = exc.detail if isinstance(exc.detail, str) else phrase
-    return problem_response(request, exc.status_code, "about:blank", phrase, detail, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed)
+        detail = f"{request.method} is not allowed here; use {' or '.join(allowed)}"
+    return problem_response(request, exc.status_code, "about:blank", phrase, detail, headers=headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the OpenAPI document gives the request's path: the contract, not whichever
+    route happened to match first (each method of a path is a route of its own)."""
+    path = request.scope["path"]
+    return sorted(
+        method.upper()
+        for template, operations in request.app.openapi()["paths"].items()
+        if _template(template).fullmatch(path)
+        for method in operations
+    )
+
+
+@functools.cache
+def _template(path: str) -> re.Pattern[str]:
+    """A path template of the document as a pattern: ``{param}`` is one segment."""
+    return re.compile(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(path)))
 
 
 def _field_errors(errors: Iterable[Any]) -> list[FieldError]:
@@ -182,10 +216,11 @@ _DESCRIPTIONS = {
     401: "No bearer token, or one that is unknown or revoked",
     403: "The token's role may not do this, or the broker refused the caller's authority",
     404: "No such resource",
-    409: "The resource is not in a state that allows this",
-    413: "The request body or the message is too large",
-    422: "The request is not valid (field errors, or the MQ reason that refused it)",
-    502: "A neighbouring broker did not answer, or not as a broker does",
+    409: "A valid request that the queue manager or the broker refused: the state of what it names "
+    "(in use, not empty, full, a neighbour that does not answer) or the broker's rules; the MQ "
+    "reason says which",
+    413: "The request body is larger than the API takes",
+    422: "The request does not match its schema; the field errors say where",
     503: "The database is unreachable, or no broker is routing commands",
 }
 

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from admin_api.commands import ROUTER_ALIVE_MS, ROUTER_ROLE
 from broker import store
-from broker.metrics import BrokerMetrics
+from broker.service.metrics import BrokerMetrics
 from queues import QueueManager
 from queues.ids import now_ms
 

@@ -10,14 +10,17 @@ the process never serves an API in front of a dead broker.
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 
 import uvicorn
 from fastapi import FastAPI
 
-from broker.service import RoutingService
+from broker.service.config import ConfigError
+from broker.service.router import RoutingService
 
 ROUTER_JOIN_SECONDS = 60.0
 
@@ -52,18 +55,33 @@ def _on_signals(action: Callable[[], None]) -> None:
         signal.signal(sig, lambda *_: action())
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The API's socket, bound before anything starts: a port in use is one clear error, and
+    the broker never logs that it started behind an API that could not."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc} "
+            "(the api_host and api_port settings, "
+            "--host and --port)"
+        ) from None
+
+
 def serve(app: FastAPI, host: str, port: int, *, router: RoutingService | None = None) -> None:
     """Serve ``app`` until SIGTERM/SIGINT (and run ``router`` meanwhile, if given)."""
+    sock = listening_socket(host, port)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
     if router is None:
         _on_signals(lambda: None)  # uvicorn re-raises the signal after its shutdown: end normally
-        server.run()
+        server.run(sockets=[sock])
         return
     thread = RouterThread(router, on_failure=lambda: setattr(server, "should_exit", True))
     _on_signals(router.stop)
     thread.start()
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
         thread.stop()
     if thread.error is not None:

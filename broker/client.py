@@ -16,11 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import psc, pscr, rfh2
-from broker.options import DelOpt, PubOpt, RegOpt
-from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.protocol import psc, pscr, rfh2
+from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message, QueueManager
-from queues.errors import MQError
+from queues.errors import MQError, UnknownObject
 from queues.message import (
     CCSID_UTF8,
     MQEI_UNLIMITED,
@@ -33,7 +33,22 @@ from queues.message import (
     MQPER_PERSISTENCE_AS_Q_DEF,
     MQPRI_PRIORITY_AS_Q_DEF,
 )
+from queues.opens import QueueOpen
+from queues.owners import owner_name
 from queues.reasons import Reason, reason_name
+
+# The options an application passes come with the client: one import for both.
+__all__ = [
+    "BrokerClient",
+    "BrokerResponse",
+    "DelOpt",
+    "PubOpt",
+    "ReceivedPublication",
+    "RegOpt",
+    "command_message",
+    "decode_publication",
+    "read_response",
+]
 
 DEFAULT_TIMEOUT = 10.0
 NO_PUB_OPTIONS = PubOpt(0)
@@ -190,6 +205,9 @@ class BrokerClient:
         self.timeout = timeout
         self._own_reply_queue = reply_queue is None
         self.reply_queue = reply_queue or f"AMQ.{os.urandom(8).hex().upper()}"
+        # The reply queue is held open by this process: if it dies without closing, the broker
+        # deletes the queue, as MQ deletes a temporary dynamic queue with its connection.
+        self._holder = owner_name(f"client {self.reply_queue}")
         if self._own_reply_queue:
             qm.define_queue(
                 self.reply_queue,
@@ -197,9 +215,13 @@ class BrokerClient:
                 index_type="correlid",  # replies are got by CorrelId
                 description="broker client replies",
             )
+            qm.open_queues(
+                self._holder, [QueueOpen(self.reply_queue, "broker client replies", reads=True)], None
+            )
 
     def close(self) -> None:
         if self._own_reply_queue:
+            self.qm.close_queues(self._holder)
             self.qm.delete_queue(self.reply_queue, purge=True)
             self._own_reply_queue = False
 
@@ -226,7 +248,16 @@ class BrokerClient:
         message = command_message(
             command, request=wait, reply_to_q=self.reply_queue if wait else "", **fields
         )
-        msg_id = self.qm.put(queue, message)
+        try:
+            msg_id = self.qm.put(queue, message)
+        except UnknownObject as exc:
+            if queue not in (CONTROL_QUEUE, self.stream):
+                raise
+            raise MQError(
+                exc.reason,
+                f"{queue} is not defined on this database: no broker has been started on it "
+                "('broker serve' defines its queues, as does 'broker db upgrade')",
+            ) from None
         if not wait:
             return None
         limit = self.timeout if timeout is None else timeout
@@ -236,7 +267,9 @@ class BrokerClient:
             if exc.reason == Reason.MQRC_NO_MSG_AVAILABLE:
                 raise MQError(
                     Reason.MQRC_NO_MSG_AVAILABLE,
-                    f"no response from the broker within {limit:g} s: is 'broker serve' running?",
+                    f"no response from the broker within {limit:g} s: is 'broker serve' running on this "
+                    f"database? The {type(command).__name__} stays on {queue} and takes effect "
+                    "when a broker routes it",
                 ) from None
             raise
         return read_response(reply)

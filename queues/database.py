@@ -30,7 +30,6 @@ READ_ONLY = "queues_read_only"
 # How long one statement waits for a lock before SQLite's own (coarse) backoff gives up;
 # taking the write lock is retried finely by _begin_immediate instead.
 STATEMENT_BUSY_MS = 5
-DEFAULT_SQLITE_URL = "sqlite:///broker.db"
 # A PostgreSQL connection idle this long is pinged at checkout: long enough that a busy
 # loop never pays for it, short enough that an idle client finds a restart out at once.
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -50,7 +49,7 @@ def is_sqlite(engine: Engine | Connection) -> bool:
 
 
 def make_engine(
-    url: str = DEFAULT_SQLITE_URL,
+    url: str,
     *,
     sqlite_synchronous: str = "FULL",
     busy_timeout_ms: int = 30_000,
@@ -149,3 +148,20 @@ def _begin_immediate(connection: Connection, timeout: float) -> None:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.001)
+
+
+def maintenance_warnings(engine: Engine) -> list[str]:
+    """What an operator should change in the database server's settings. PostgreSQL's
+    autovacuum keeps the queue table's statistics fresh: without it, a queue that was
+    analysed empty and then fills is claimed with a plan that reads every message of the
+    queue for each batch (five times slower at 50,000 messages)."""
+    if is_sqlite(engine):
+        return []
+    with engine.connect() as conn:
+        autovacuum = conn.exec_driver_sql("SHOW autovacuum").scalar_one()
+    if autovacuum == "on":
+        return []
+    return [
+        "autovacuum is off on this PostgreSQL server: the queue table's statistics go stale and claims "
+        "slow down as queues fill; turn it on, or run ANALYZE mq_messages regularly"
+    ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import string
+from datetime import datetime
 from typing import Any
 
 from queues.errors import MQError
+from queues.ids import mq_timestamp_ms
 from queues.message import ID_LENGTH, Message
 from queues.reasons import Reason
 
@@ -90,10 +92,24 @@ def message_json(message: Message) -> dict[str, Any]:
     return fields
 
 
+def local_time(ms: int | None) -> str:
+    """Epoch milliseconds as ISO-8601 in this machine's time zone, for people to read
+    (JSON output and the API keep the numbers)."""
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
+
+
 def describe(message: Message) -> str:
-    """Multi-line, amqsbcg-like description for terminals."""
+    """Multi-line, amqsbcg-like description for terminals: the MQMD as stored (PutDate and
+    PutTime are GMT, as MQ writes them), then when that was in local time."""
     lines = [f"  {name:<14} {value!r}" for name, value in mqmd_fields(message).items()]
+    put_at = mq_timestamp_ms(message.put_date, message.put_time)
+    if put_at is not None:
+        lines.append(f"  {'put at':<14} {local_time(put_at)}")
     text = body_text(message.body)
-    lines.append(f"  {'body':<14} {len(message.body)} bytes")
-    lines.append(text if text is not None else hexdump(message.body))
+    if text is not None:
+        lines += [f"  {'body':<14} {len(message.body)} bytes, text", text]
+    else:
+        lines += [f"  {'body':<14} {len(message.body)} bytes, binary (hex)", hexdump(message.body)]
     return "\n".join(lines)

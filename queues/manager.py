@@ -17,17 +17,16 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
-import psycopg
 from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from queues import claims, dlh, sql
+from queues import claims, dlh, opens, sql
 from queues.claims import Claim, Claimant
 from queues.database import READ_ONLY, is_sqlite, make_engine
 from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
@@ -58,6 +57,7 @@ from queues.writer_lock import writer_lock
 log = logging.getLogger(__name__)
 
 EXPIRY_SWEEP_MS = 1000
+ABANDONED_GRACE_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,17 @@ def _translated() -> Iterator[None]:
         ) from exc
 
 
+@contextmanager
+def _waiting() -> Iterator[None]:
+    """Log a wait for another unit of work's claim turn (PostgreSQL) that lasted long: its
+    owner was slow, or stopped until the server ended it (``queues.sql``, claim turns)."""
+    started = time.monotonic()
+    yield
+    waited = time.monotonic() - started
+    if waited >= claims.WAIT_LOGGED_SECONDS:
+        log.warning("waited for an earlier claim turn", extra={"seconds": round(waited, 1)})
+
+
 _SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full")
 
 
@@ -106,7 +117,9 @@ def _unavailable(exc: BaseException) -> bool:
     error = exc.orig if isinstance(exc, DBAPIError) else exc
     if isinstance(error, sqlite3.OperationalError):
         return any(text in str(error).lower() for text in _SQLITE_UNAVAILABLE)
-    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+    # Not loaded: this process never opened a PostgreSQL connection (SQLite users never load it).
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 _I = {name: index for index, name in enumerate(sql.COLUMNS)}
@@ -156,7 +169,7 @@ _I = {name: index for index, name in enumerate(sql.COLUMNS)}
 )
 
 
-def _row_to_message(row: Any, now: int) -> Message:
+def row_to_message(row: Any, now: int) -> Message:
     """A stored row (a tuple or Row in table column order) as the Message a get returns:
     positional access, because this runs once per message gotten."""
     expires_at = row[_EXPIRES_AT]
@@ -324,11 +337,18 @@ class UnitOfWork:
         self._gotten: list[int] = []
         self._arrivals: set[str] = set()
         self._turn: int | None = None  # see get_batch(in_turn=True)
+        self._progress_shown = time.monotonic()
         self._transaction = connection.begin()
 
     @property
     def open(self) -> bool:
         return self._transaction.is_active
+
+    @property
+    def gotten(self) -> tuple[int, ...]:
+        """The ids of the messages this unit of work has gotten, in order: a getter names by
+        them the messages its later gets should pass over (``skip``)."""
+        return tuple(self._gotten)
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -464,8 +484,10 @@ class UnitOfWork:
         msg_id: bytes | None = None,
         correl_id: bytes | None = None,
         in_turn: bool = False,
+        skip: Collection[int] = (),
     ) -> list[Message]:
-        """Destructively get up to ``limit`` messages in priority-then-FIFO order.
+        """Destructively get up to ``limit`` messages in priority-then-FIFO order, passing
+        over those whose ids (:attr:`gotten`) are in ``skip``.
 
         ``in_turn``: units of work that claim this way commit in the order they claimed,
         however many processes claim concurrently (on PostgreSQL; SQLite's single writer
@@ -482,6 +504,7 @@ class UnitOfWork:
             msg_id=None if msg_id is None else _fixed_id(msg_id, "MsgId"),
             correl_id=None if correl_id is None else _fixed_id(correl_id, "CorrelId"),
             correl_indexed=definition.indexed_by_correl_id,
+            skip=skip,
         )
         with _translated():
             self._sweep_expired(queue, now)
@@ -489,7 +512,7 @@ class UnitOfWork:
         if rows:
             self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
             self._gotten.extend(row[sql.ID] for row in rows)
-        return [_row_to_message(row, now) for row in rows]
+        return [row_to_message(row, now) for row in rows]
 
     def _gettable(self, queue: str) -> QueueDefinition:
         definition = self.definitions([queue])[queue]
@@ -499,18 +522,19 @@ class UnitOfWork:
             raise MQError(Reason.MQRC_GET_INHIBITED, f"gets from {queue} are inhibited")
         return definition
 
-    def claim_batch(self, queue: str, limit: int) -> Claim:
-        """Mark up to ``limit`` messages, in get order, as this queue manager's claim when
-        this unit of work commits (``queues.claims``). They stay on the queue, invisible
-        to other getters, until a later unit of work consumes the claim (:meth:`consume`)."""
+    def claim_batch(self, queue: str, limit: int, *, skip: Collection[int] = ()) -> Claim:
+        """Mark up to ``limit`` messages (none whose id is in ``skip``), in get order, as
+        this queue manager's claim when this unit of work commits (``queues.claims``). They
+        stay on the queue, invisible to other getters, until a later unit of work consumes
+        the claim (:meth:`consume`)."""
         self._gettable(queue)
         now = now_ms()
         claimant = self._qm.claimant
         with _translated():
             self._sweep_expired(queue, now)
-            turn, rows = claims.mark(self.connection, claimant, queue, limit, now)
+            turn, rows = claims.mark(self.connection, claimant, queue, limit, now, skip)
         ids = tuple(row[sql.ID] for row in rows)
-        messages = tuple(_row_to_message(row, now) for row in rows)
+        messages = tuple(row_to_message(row, now) for row in rows)
         return Claim(queue, claimant.token, turn, ids, messages)
 
     def consume(self, claim: Claim) -> None:
@@ -527,7 +551,8 @@ class UnitOfWork:
         failure in between closes the connection rather than hand the lock to the pool."""
         conn = self.connection
         try:
-            sql.lock_claims(conn)
+            with _waiting():
+                sql.lock_claims(conn, int(self._qm.turn_timeout * 1000))
             rows = claim()
             if rows and self._turn is None:
                 self._turn = sql.take_turn(conn) or 0  # 0: nothing to wait for
@@ -540,11 +565,29 @@ class UnitOfWork:
 
     def await_turn(self) -> None:
         """Wait until the unit of work that claimed before this one has ended (see
-        :meth:`get_batch`); at once when it has, or when this one took no turn."""
+        :meth:`get_batch`); at once when it has, or when this one took no turn. One that
+        makes no progress is ended by the server within the queue manager's turn timeout
+        (``queues.sql``, claim turns); a long wait is logged."""
         if self._turn:
-            with _translated():
+            with _translated(), _waiting():
                 sql.await_turn(self.connection, self._turn)
             self._turn = 0
+
+    def show_progress(self) -> None:
+        """Tell the claims waiting for this unit of work's turn that it is still at work (a
+        long batch, routed in memory): on PostgreSQL a statement, so that the server does not
+        end it as idle; on SQLite a touch of the claimant's lock file (``queues.claims``).
+        At most once a second (a quarter of the turn timeout, if that is shorter) whatever the
+        calls: cheap to call for every message."""
+        now = time.monotonic()
+        if now - self._progress_shown < min(1.0, self._qm.turn_timeout / 4):
+            return
+        self._progress_shown = now
+        if self._turn is not None:
+            with _translated():
+                sql.ping(self.connection)
+        if "claimant" in self._qm.__dict__:
+            self._qm.claimant.touch()
 
     def _sweep_expired(self, queue: str, now: int) -> None:
         """Remove expired messages, at most once a second per queue per process."""
@@ -561,6 +604,17 @@ class UnitOfWork:
         sql.delete_messages_by_id(self.connection, [row.id for row in rows])
         for row in rows:
             self._deltas[row.queue] = self._deltas.get(row.queue, 0) - 1
+
+    def _requeue_backed_out(self, queue: str, message: Message, definition: QueueDefinition) -> str:
+        """Put a message past its backout threshold on the queue's backout queue (BOQNAME),
+        or on the dead-letter queue where there is none or it refuses the message; returns
+        where it went. Raises, having written nothing, when neither takes it."""
+        requeue = definition.backout_requeue_q
+        if requeue and self.definitions([requeue])[requeue] is not None:
+            result = self.put_many([(requeue, message)], dead_letter_failures=True)
+            return DEAD_LETTER_QUEUE if result.dead_lettered else requeue
+        self.dead_letter(queue, message, Reason.MQRC_BACKOUT_THRESHOLD_REACHED)
+        return DEAD_LETTER_QUEUE
 
     # -- syncpoint -------------------------------------------------------------------------
 
@@ -601,8 +655,12 @@ class QueueManager:
         *,
         appl_name: str | None = None,
         user_id: str | None = None,
+        turn_timeout: float = claims.TURN_TIMEOUT_SECONDS,
     ) -> None:
         self.engine = engine
+        # How long a claim turn may go without progress before it is taken from its owner
+        # (``queues.claims``, and ``queues.sql``'s claim turns on PostgreSQL).
+        self.turn_timeout = turn_timeout
         with _translated(), engine.connect().execution_options(**{READ_ONLY: True}) as conn:
             row = sql.select_qmgr(conn) if inspect(conn).has_table("mq_qmgr") else None
         if row is None:
@@ -670,13 +728,29 @@ class QueueManager:
 
     def await_claim_turn(self, claim: Claim) -> None:
         """Wait until every batch of ``claim``'s queue claimed before it has been consumed
-        or given back (``queues.claims``)."""
-        claims.await_turn(self.claimant, claim, self.reading)
+        or given back (``queues.claims``). An earlier owner that makes no progress within
+        the turn timeout loses its claims, and :class:`ClaimLost` says to claim again."""
+        try:
+            claims.await_turn(self.claimant, claim, self.reading, self.turn_timeout)
+        except claims.TurnStalled as stalled:
+            self._take_claims(stalled.queue, stalled.owner, stalled.idle)
+            raise
+
+    def _take_claims(self, queue: str, owner: str, idle: float) -> None:
+        """Give back the claims on ``queue`` of a live owner that has made no progress for
+        ``idle`` seconds; should it carry on, its consume finds them gone and writes nothing."""
+        with self.unit_of_work() as uow:
+            released = sql.release_claims(uow.connection, queue, owner)
+        log.warning(
+            "claim turn taken over: its owner made no progress",
+            extra={"queue": queue, "owner": owner, "idle_seconds": round(idle, 1), "messages": released},
+        )
 
     def await_claims(self, queue: str, poll_seconds: float = 0.005) -> None:
         """Wait until no running router holds a claim on ``queue`` (a job taking a stream
-        over from its routers); dead routers' claims are given back. SQLite only: a
-        PostgreSQL router's claim is its transaction."""
+        over from its routers); dead routers' claims are given back, and so are those of
+        routers that make no progress within the turn timeout. SQLite only: a PostgreSQL
+        router's claim is its transaction."""
         if not is_sqlite(self.engine):
             return
         while True:
@@ -684,6 +758,10 @@ class QueueManager:
                 live = claims.live_claims(uow.connection, self.claimant, queue)
             if not live:
                 return
+            for owner, _low, _high in live:
+                idle = self.claimant.idle_seconds(owner)
+                if owner != self.claimant.token and idle > self.turn_timeout:
+                    self._take_claims(queue, owner, idle)
             time.sleep(poll_seconds)
 
     def release_claim(self, claim: Claim) -> None:
@@ -720,48 +798,57 @@ class QueueManager:
             yield conn
 
     def _backed_out(self, ids: Sequence[int]) -> None:
-        """Count the backout; past a queue's threshold, move the message to its
-        backout queue, or to the dead-letter queue when it has none."""
+        """Count the backout; past a queue's threshold, move the message to its backout
+        queue, or to the dead-letter queue when it has none. A message that neither takes
+        (too big for both, the dead-letter queue deleted) stays where it is, with its count
+        raised: a backout never fails for want of somewhere to put what it gave back."""
         with self.unit_of_work() as uow:
             conn = uow.connection
             sql.increment_backout(conn, ids)
             rows = sql.select_messages_by_id(conn, ids)
             definitions = uow.definitions({row.queue for row in rows})
-            moving = [
-                row
-                for row in rows
-                if (d := definitions[row.queue]) is not None
-                and d.backout_threshold > 0
-                and row.backout_count >= d.backout_threshold
-            ]
-            if not moving:
-                return
-            uow.remove(moving)
             now = now_ms()
-            for row in moving:
-                message = _row_to_message(row, now)
-                requeue = definitions[row.queue].backout_requeue_q  # type: ignore[union-attr]
-                if requeue and uow.definitions([requeue])[requeue] is not None:
-                    result = uow.put_many([(requeue, message)], dead_letter_failures=True)
-                    moved_to = DEAD_LETTER_QUEUE if result.dead_lettered else requeue
-                else:
-                    uow.dead_letter(row.queue, message, Reason.MQRC_BACKOUT_THRESHOLD_REACHED)
-                    moved_to = DEAD_LETTER_QUEUE
+            moved = []
+            for row in rows:
+                definition = definitions[row.queue]
+                if definition is None or not 0 < definition.backout_threshold <= row.backout_count:
+                    continue
+                try:
+                    moved_to = uow._requeue_backed_out(row.queue, row_to_message(row, now), definition)
+                except MQError as exc:
+                    if exc.reason == Reason.MQRC_CONNECTION_BROKEN:
+                        raise
+                    log.error(
+                        "backout threshold reached; message left on its queue",
+                        extra={
+                            "queue": row.queue,
+                            "msg_id": row.msg_id.hex(),
+                            "backout_count": row.backout_count,
+                            "reason": exc.reason,
+                            "error": exc.detail,
+                        },
+                    )
+                    continue
+                moved.append(row)
                 log.warning(
                     "backout threshold reached",
                     extra={"queue": row.queue, "msg_id": row.msg_id.hex(), "moved_to": moved_to},
                 )
+            if moved:
+                uow.remove(moved)
 
     # -- administration --------------------------------------------------------------------
 
     def define_queue(self, name: str, *, replace_existing: bool = False, **attrs: Any) -> QueueDefinition:
-        """DEFINE QLOCAL: 4001 if it exists, unless ``replace_existing`` (MQ's REPLACE)."""
+        """DEFINE QLOCAL: 4001 if it exists, unless ``replace_existing`` (MQ's REPLACE), which
+        alters it, with the same refusals as :meth:`alter_queue`."""
         check_queue_name(name)
         values = check_attributes(attrs)
         now = now_ms()
         try:
             with _translated(), self.engine.begin() as conn:
                 if replace_existing and sql.select_queue(conn, name) is not None:
+                    opens.check_alter(name, values, opens.live(sql.select_opens(conn, name), now))
                     sql.update_queue(conn, name, {**values, "altered_at": now})
                 else:
                     sql.insert_queue(conn, _definition_values(name, values, now))
@@ -770,17 +857,24 @@ class QueueManager:
         return self.inquire_queue(name)
 
     def alter_queue(self, name: str, **attrs: Any) -> QueueDefinition:
+        """ALTER QLOCAL: refused (2042) where a process holding the queue open could no
+        longer use it (``queues.opens``)."""
         values = check_attributes(attrs)
         with _translated(), self.engine.begin() as conn:
-            if not sql.update_queue(conn, name, {**values, "altered_at": now_ms()}):
+            now = now_ms()
+            opens.check_alter(name, values, opens.live(sql.select_opens(conn, name), now))
+            if not sql.update_queue(conn, name, {**values, "altered_at": now}):
                 raise UnknownObject(name)
             if "index_type" in values:  # the messages already there follow the new INDXTYPE
                 sql.reindex_correl(conn, name, values["index_type"] == CORRELID)
         return self.inquire_queue(name)
 
     def delete_queue(self, name: str, *, purge: bool = False) -> int:
-        """DELETE QLOCAL: refused (2055) while messages remain unless ``purge``; returns the number purged."""
+        """DELETE QLOCAL: refused (2042) while a process holds the queue open
+        (``queues.opens``), and (2055) while messages remain unless ``purge``; returns
+        the number purged."""
         with _translated(), self.engine.begin() as conn:
+            opens.check_delete(name, opens.live(sql.select_opens(conn, name), now_ms()))
             purged = 0
             if purge:
                 purged = sql.purge_queue(conn, name)
@@ -790,6 +884,47 @@ class QueueManager:
                     raise UnknownObject(name)
                 raise MQError(Reason.MQRC_Q_NOT_EMPTY, f"queue {name} is not empty; purge it first")
         return purged
+
+    def open_queues(
+        self, owner: str, held: Sequence[opens.QueueOpen], lease_ms: int | None = opens.LEASE_MS
+    ) -> None:
+        """Record (or renew) that ``owner`` holds ``held`` open, replacing what it held
+        before, for ``lease_ms`` (the caller renews it well within that), or until
+        :meth:`close_queues` with None."""
+        until = opens.UNTIL_CLOSED if lease_ms is None else now_ms() + lease_ms
+        with _translated(), self.engine.begin() as conn:
+            sql.replace_opens(conn, owner, [item.row(until) for item in held])
+
+    def close_queues(self, owner: str) -> None:
+        with _translated(), self.engine.begin() as conn:
+            sql.delete_opens(conn, owner)
+
+    def delete_abandoned_queues(self, grace_ms: int = ABANDONED_GRACE_MS) -> list[str]:
+        """Delete, with their messages, the temporary dynamic queues nobody holds open any more
+        (their creator ended without closing them), as MQ deletes them with their connection;
+        ``grace_ms`` spares one just defined and not yet opened. Returns their names."""
+        now = now_ms()
+        deleted = []
+        with self.reading() as conn:
+            temporary = [row.name for row in sql.select_queues(conn) if row.definition_type == "tempdyn"]
+        for name in temporary:
+            with _translated(), self.engine.begin() as conn:
+                row = sql.select_queue(conn, name)
+                if row is None or row.created_at > now - grace_ms:
+                    continue
+                if opens.live(sql.select_opens(conn, name), now):
+                    continue
+                sql.delete_opens_of(conn, name)
+                sql.purge_queue(conn, name)
+                sql.update_queue(conn, name, {"depth": 0})
+                sql.delete_empty_queue(conn, name)
+            deleted.append(name)
+        return deleted
+
+    def holders(self, name: str) -> list[opens.Holder]:
+        """Who holds ``name`` open now (MQ's DISPLAY QSTATUS TYPE(HANDLE))."""
+        with self.reading() as conn:
+            return opens.live(sql.select_opens(conn, name), now_ms())
 
     def purge_queue(self, name: str) -> int:
         """CLEAR QLOCAL: remove every message, return how many."""
@@ -816,12 +951,20 @@ class QueueManager:
     def depth(self, name: str) -> int:
         return self.inquire_queue(name).depth
 
-    def nonempty(self, names: Sequence[str]) -> list[str]:
-        """Which of ``names`` hold committed messages, in the order given: one cheap
-        read of the depth counters that never takes the write lock."""
+    def inquire_queues(self, names: Iterable[str]) -> dict[str, QueueDefinition | None]:
+        """The definitions of ``names`` (None for those not defined), with their committed
+        depths: one cheap read that never takes the write lock."""
+        wanted = list(dict.fromkeys(names))
         with self.reading() as conn:
-            depths = {row["name"]: row["depth"] for row in sql.select_definitions(conn, names)}
-        return [name for name in names if depths.get(name, 0) > 0]
+            found = {
+                row["name"]: QueueDefinition.from_mapping(row) for row in sql.select_definitions(conn, wanted)
+            }
+        return {name: found.get(name) for name in wanted}
+
+    def nonempty(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` hold committed messages, in the order given."""
+        definitions = self.inquire_queues(names)
+        return [name for name in names if (d := definitions[name]) is not None and d.depth > 0]
 
     # -- messaging outside an explicit unit of work ----------------------------------------
 
@@ -860,13 +1003,30 @@ class QueueManager:
         correl_id: bytes | None = None,
     ) -> Message:
         """Get and commit one message, waiting up to ``wait`` seconds for it (2033 after)."""
+        with self.getting(queue, wait=wait, msg_id=msg_id, correl_id=correl_id) as message:
+            return message
+
+    @contextmanager
+    def getting(
+        self,
+        queue: str,
+        *,
+        wait: float = 0.0,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+    ) -> Iterator[Message]:
+        """Get one message under syncpoint, waiting up to ``wait`` seconds for it (2033 after):
+        it leaves the queue only when the block completes, and an exception in the block
+        backs it out (MQGET, then MQCMIT or MQBACK). A program that must hand the message
+        on before it is gone (the CLI writing it out) gets it this way."""
         deadline = time.monotonic() + wait
         while True:
             token = self.notifier.token([queue])
             with self.unit_of_work() as uow:
                 found = uow.get_batch(queue, 1, msg_id=msg_id, correl_id=correl_id)
-            if found:
-                return found[0]
+                if found:
+                    yield found[0]
+                    return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise NoMessageAvailable(queue)
@@ -879,7 +1039,7 @@ class QueueManager:
             if sql.select_queue(conn, queue) is None:
                 raise UnknownObject(queue)
             rows = sql.browse_messages(conn, queue, after, limit, now)
-        return [Browsed((row.priority, row.id), _row_to_message(row, now), row.put_at) for row in rows]
+        return [Browsed((row.priority, row.id), row_to_message(row, now), row.put_at) for row in rows]
 
     def wait_for_arrival(self, queues: Sequence[str], token: int, timeout: float) -> None:
         """Block until something may have arrived on ``queues`` since ``token``."""

@@ -72,6 +72,23 @@ queues = Table(
     Column("altered_at", BigInteger, nullable=False),
 )
 
+# Who has a queue open, as MQ's open handles (IPPROCS, OPPROCS): a process that reads or writes
+# a queue for its whole life (the broker's routers, its channels) records it here and renews the
+# row while it runs, so that deleting the queue, or altering it into something that process
+# cannot use, is refused with MQRC_OBJECT_IN_USE (``queues.opens``). A row lapses at ``until``,
+# or at once when ``owner`` names a process of this machine that is gone (``queues.owners``).
+opens = Table(
+    "mq_opens",
+    metadata,
+    Column("queue", String(48), primary_key=True),
+    Column("owner", String(96), primary_key=True),
+    Column("purpose", String(128), nullable=False),  # who, for people: "broker QM1 routes it"
+    Column("reads", SmallInteger, nullable=False),  # gets must stay enabled
+    Column("writes", SmallInteger, nullable=False),  # puts must stay enabled
+    Column("min_msg_length", Integer, nullable=False),  # MAXMSGL may not go below it
+    Column("until", BigInteger, nullable=False),
+)
+
 messages = Table(
     "mq_messages",
     metadata,

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Connection,
+    Insert,
     Integer,
     LargeBinary,
     Row,
@@ -38,14 +39,16 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     text,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.types import ARRAY
 
-from queues.schema import MESSAGE_COLUMNS, claim_turns, messages, qmgr, queues
+from queues.schema import MESSAGE_COLUMNS, claim_turns, messages, opens, qmgr, queues
 
 NOTIFY_CHANNEL = "mq_put"
 # Positions in a message row (table column order), for the hot paths that read tuples.
@@ -117,6 +120,26 @@ def delete_empty_queue(conn: Connection, name: str) -> int:
     """Delete the definition only if the queue holds nothing (MQ refuses otherwise)."""
     stmt = delete(queues).where(queues.c.name == name, queues.c.depth == 0)
     return conn.execute(stmt).rowcount
+
+
+def replace_opens(conn: Connection, owner: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """``owner``'s opens become exactly ``rows`` (each with its ``until``)."""
+    conn.execute(delete(opens).where(opens.c.owner == owner))
+    if rows:
+        conn.execute(insert(opens), [{**row, "owner": owner} for row in rows])
+
+
+def delete_opens(conn: Connection, owner: str) -> None:
+    conn.execute(delete(opens).where(opens.c.owner == owner))
+
+
+def delete_opens_of(conn: Connection, queue: str) -> None:
+    """The lapsed records of a queue that is being deleted."""
+    conn.execute(delete(opens).where(opens.c.queue == queue))
+
+
+def select_opens(conn: Connection, queue: str) -> list[Row[Any]]:
+    return list(conn.execute(select(opens).where(opens.c.queue == queue).order_by(opens.c.owner)))
 
 
 _index_type = bindparam("index_type", type_=String(8))
@@ -280,6 +303,13 @@ def _insert_statement() -> Any:
     return insert(messages).values({name: bindparam(name) for name in MESSAGE_COLUMNS})
 
 
+def insert_new(conn: Connection, table: Table, key: tuple[str, ...]) -> Insert:
+    """An INSERT that leaves an existing row with the same ``key`` alone."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(key))
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=list(key))
+
+
 def copy_rows(conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Bulk-load ``rows`` (values in ``columns`` order) on PostgreSQL with a binary ``COPY``.
 
@@ -328,17 +358,34 @@ def _pg_type(column_type: Any) -> str:
 # ends, and waits for the previous turn's lock before it writes (``UnitOfWork.get_batch(...,
 # in_turn=True)``). Advisory locks of class TURN_LOCK_CLASS: key 0 serialises the claims, key
 # n > 0 is held by the unit of work of turn n. SQLite has one writer, so all of this is moot there.
+# A unit of work that takes turns gives itself an idle limit (idle_in_transaction_session_timeout)
+# with the lock that serialises its claim: one whose client stops sending (a stopped or hung
+# process) is ended by the server once the limit passes, its locks with it, so that the turns
+# behind it go on; it never committed, so nothing it did is kept.
 
 TURN_LOCK_CLASS = 0x4D515455  # "MQTU"
 _TURN_CLASS = literal(TURN_LOCK_CLASS, Integer)
 _LAST_TURN = 2147483646  # the sequence's MAXVALUE (migration 0010); turn 1 follows it
 
 
-def lock_claims(conn: Connection) -> None:
+def lock_claims(conn: Connection, idle_ms: int) -> None:
     """Serialise claims with other turn-taking claims (a session lock: released by
-    :func:`take_turn` or :func:`unlock_claims`, or by closing the connection)."""
+    :func:`take_turn` or :func:`unlock_claims`, or by closing the connection), and have the
+    server end this transaction if it stays idle for ``idle_ms`` (see above)."""
     if conn.dialect.name == "postgresql":
-        fetch_cached(conn, "lock_claims", lambda: select(func.pg_advisory_lock(_TURN_CLASS, 0)))
+        fetch_cached(conn, "lock_claims", _lock_claims_statement, {"idle": str(idle_ms)})
+
+
+def _lock_claims_statement() -> Any:
+    return select(
+        func.set_config("idle_in_transaction_session_timeout", bindparam("idle", type_=String), True),
+        func.pg_advisory_lock(_TURN_CLASS, 0),
+    )
+
+
+def ping(conn: Connection) -> None:
+    """A statement that does nothing, to show the server this transaction is not idle."""
+    fetch_cached(conn, "ping", lambda: select(literal(1, Integer)))
 
 
 def unlock_claims(conn: Connection) -> None:
@@ -379,11 +426,11 @@ def await_turn(conn: Connection, turn: int) -> None:
     )
 
 
-def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool) -> Any:
+def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool, skip: Collection[int] = ()) -> Any:
     """The claim for one filter (compiled once per dialect by :func:`_compiled`: it runs
     for every batch). On a queue with INDXTYPE(CORRELID) a get by CorrelId asks for
     ``correl_key``, which only that queue's rows carry, so the partial index serves it."""
-    conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now")), _unclaimed]
+    conditions = [messages.c.queue == bindparam("queue"), _live(bindparam("now")), *_claimable(skip)]
     if by_msg_id:
         conditions.append(messages.c.msg_id == bindparam("msg_id"))
     if by_correl_id:
@@ -410,9 +457,10 @@ def claim_messages(
     msg_id: bytes | None = None,
     correl_id: bytes | None = None,
     correl_indexed: bool = False,
+    skip: Collection[int] = (),
 ) -> list[tuple[Any, ...]]:
     """Remove and return up to ``limit`` live messages in priority-then-FIFO order,
-    as tuples in table column order.
+    as tuples in table column order, passing over the messages whose ids are in ``skip``.
 
     The removal belongs to the caller's transaction: rolling it back puts the
     messages back exactly where they were. The compiled statement runs on the
@@ -420,9 +468,8 @@ def claim_messages(
     cost more than the database does to delete them.
     """
     filters = (msg_id is not None, correl_id is not None, correl_indexed)
-    compiled = _compiled(conn.dialect, ("claim", *filters), _claim_statement, *filters)
     params = {"queue": queue, "now": now, "limit": limit, "msg_id": msg_id, "correl_id": correl_id}
-    rows = _fetch(conn, compiled, params)
+    rows = _fetch_skipping(conn, ("claim", *filters), _claim_statement, params, skip, *filters)
     # RETURNING order is not the claim order on every database.
     rows.sort(key=_get_order)
     return rows
@@ -442,6 +489,25 @@ def _compiled(dialect: Any, name: Hashable, build: Any, *args: Any) -> Any:
     if compiled is None:
         compiled = _STATEMENTS[key] = build(*args).compile(dialect=dialect)
     return compiled
+
+
+def _fetch_skipping(
+    conn: Connection, name: Hashable, build: Any, params: dict[str, Any], skip: Collection[int], *args: Any
+) -> list[tuple[Any, ...]]:
+    """The rows of a claim that passes over the messages whose ids are in ``skip``: compiled
+    once when it passes over none, as every batch's claim does, built afresh when it does
+    (a router's set-aside messages, rare)."""
+    if not skip:
+        return _fetch(conn, _compiled(conn.dialect, name, build, *args), params)
+    return _fetch(conn, build(*args, skip=skip).compile(dialect=conn.dialect), params)
+
+
+def _claimable(skip: Collection[int]) -> list[Any]:
+    """What a claim may take: unclaimed messages, none of those whose ids are in ``skip``
+    (written into the statement: they are integers, and it is not reused)."""
+    if not skip:
+        return [_unclaimed]
+    return [_unclaimed, messages.c.id.not_in([literal_column(str(int(i))) for i in sorted(skip)])]
 
 
 def fetch_cached(
@@ -489,20 +555,21 @@ def delete_expired(conn: Connection, queue: str, now: int) -> int:
 
 
 def mark_claims(
-    conn: Connection, queue: str, limit: int, now: int, owner: str, turn: int
+    conn: Connection, queue: str, limit: int, now: int, owner: str, turn: int, skip: Collection[int] = ()
 ) -> list[tuple[Any, ...]]:
-    """Mark up to ``limit`` live, unclaimed messages of ``queue`` in get order as ``owner``'s
-    claim of ``turn``; returns them as tuples in table column order, in get order."""
+    """Mark up to ``limit`` live, unclaimed messages of ``queue`` in get order, passing over
+    those whose ids are in ``skip``, as ``owner``'s claim of ``turn``; returns them as tuples
+    in table column order, in get order."""
     params = {"queue": queue, "now": now, "limit": limit, "owner": owner, "turn": turn}
-    rows = _fetch(conn, _compiled(conn.dialect, "mark_claims", _mark_statement), params)
+    rows = _fetch_skipping(conn, "mark_claims", _mark_statement, params, skip)
     rows.sort(key=_get_order)
     return rows
 
 
-def _mark_statement() -> Any:
+def _mark_statement(skip: Collection[int] = ()) -> Any:
     chosen = (
         select(messages.c.id)
-        .where(messages.c.queue == bindparam("queue"), _live(bindparam("now")), _unclaimed)
+        .where(messages.c.queue == bindparam("queue"), _live(bindparam("now")), *_claimable(skip))
         .order_by(messages.c.priority.desc(), messages.c.id)
         .limit(bindparam("limit"))
     )

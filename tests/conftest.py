@@ -11,6 +11,7 @@ contents.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,3 +102,15 @@ def qm(engine: Engine) -> Iterator[QueueManager]:
     manager = QueueManager(engine, appl_name="pytest", user_id="tester")
     yield manager
     manager.notifier.close()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging() -> Iterator[None]:
+    """Every test leaves the root logger as it found it: a test that runs ``broker.cli.main``
+    in-process points it at that test's captured stderr, which is closed afterwards, and any
+    thread or finaliser logging later (py4j's at exit, say) would print a logging error."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

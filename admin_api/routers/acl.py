@@ -2,7 +2,7 @@
 
 Rules and memberships are written with ``broker.store``, the functions the CLI
 uses; each change bumps the state version, so every router applies it from its
-next batch. The dry run answers with the same :class:`~broker.authority.Authority`
+next batch. The dry run answers with the same :class:`~broker.core.authority.Authority`
 the routers build, so the rule it names is the rule that decides.
 """
 
@@ -31,8 +31,9 @@ from admin_api.problems import not_found, responses
 from admin_api.security import AdminToken, ViewerToken
 from admin_api.services import Svc
 from broker import store
-from broker.authority import AclRule, Permission, PrincipalKind
-from broker.cli.admin import rule_json
+from broker.core.authority import AclRule, Permission, PrincipalKind
+from broker.core.topics import is_wildcard
+from broker.store.acl import rule_json
 
 router = APIRouter(prefix="/api/v1/acl", tags=["acl"])
 
@@ -145,20 +146,31 @@ def check(
     ),
 ) -> AclCheck:
     policy = svc.settings.default_policy
+    answer = AclCheck(
+        user=user,
+        permission=permission,
+        topic=topic,
+        allowed=False,
+        rule=None,
+        decided_by="",
+        default_policy=policy,
+    )
+    if permission == "publish" and is_wildcard(topic):  # nobody publishes on a pattern
+        return answer.model_copy(
+            update={"decided_by": "the topic: a publication topic has no wildcard level"}
+        )
     with svc.qm.reading() as conn:
         authority = store.load_authority(
             conn, default_allow=svc.default_allow, admin_group=svc.settings.admin_group
         )
     decision = authority.decide(user, Permission(permission), topic)
     rule = decision.rule
-    return AclCheck(
-        user=user,
-        permission=permission,
-        topic=topic,
-        allowed=decision.allowed,
-        rule=_rule(rule) if rule is not None else None,
-        decided_by=f"rule #{rule.rule_id}" if rule is not None else f"the default policy ({policy})",
-        default_policy=policy,
+    return answer.model_copy(
+        update={
+            "allowed": decision.allowed,
+            "rule": _rule(rule) if rule is not None else None,
+            "decided_by": f"rule #{rule.rule_id}" if rule is not None else f"the default policy ({policy})",
+        }
     )
 
 

@@ -4,6 +4,10 @@
 needs the database to answer and its schema to be the one this release
 expects; an API process in front of a database that is mid-upgrade (or of a
 newer release's schema) is taken out of rotation rather than failing requests.
+
+A broker queue that is missing or inhibited leaves ``/ready`` at 200 with status
+``degraded`` and the problems listed: the broker routes the rest, and this API is
+what the operator puts it right with, so it must stay in rotation.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from fastapi import APIRouter
 from sqlalchemy.exc import SQLAlchemyError
 
 import migrations
-from admin_api.models import Health, Readiness
+from admin_api.models import Health, QueueProblemOut, Readiness
 from admin_api.problems import ApiProblem
 from admin_api.services import Svc
 
@@ -24,7 +28,11 @@ def health() -> Health:
     return Health(status="ok")
 
 
-@router.get("/ready", response_model=Readiness, summary="Database reachable, schema at head")
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    summary="Database reachable, schema at head; degraded while a broker queue cannot be used",
+)
 def ready(
     svc: Svc,
 ) -> Readiness:
@@ -42,4 +50,5 @@ def ready(
             f"the database schema is at {revision}, this release needs {svc.schema_head}:"
             " run 'broker db upgrade'",
         )
-    return Readiness(status="ready", revision=revision)
+    problems = [QueueProblemOut.of(problem) for problem in svc.queue_problems()]
+    return Readiness(status="degraded" if problems else "ready", revision=revision, problems=problems)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import httpx
 from fastapi import APIRouter, Header, Path, Query, Request
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from admin_api.auditing import note
+from admin_api.models import Flag, Strict
 from admin_api.problems import ApiProblem, responses
 from admin_api.security import AdminToken, ViewerToken
 from admin_api.services import Svc
@@ -32,30 +32,22 @@ QMGR_NAME = r"^[A-Za-z0-9._/%]{1,48}$"
 NeighbourPath = Path(pattern=QMGR_NAME, examples=["QMB"])
 
 
-class NeighbourIn(BaseModel):
+class NeighbourIn(Strict):
     name: str = Field(pattern=QMGR_NAME, max_length=MAX_NAME_LENGTH, examples=["QMB"])
     url: str = Field(
-        min_length=8,
-        max_length=2000,
-        pattern=r"^https?://[\x21-\x7e]+$",
-        description="the neighbour's admin API base URL (printable ASCII; punycode for other host names)",
+        max_length=links.MAX_URL_LENGTH,
+        pattern=links.URL_PATTERN,
+        description="the neighbour's admin API base URL: http(s), a host name or IP address, an optional "
+        "port and path (punycode for other host names)",
         examples=["http://10.0.0.2:8080"],
     )
     token: str = Field(
-        min_length=16, max_length=512, description="the link's shared secret, same on both sides"
+        min_length=16,
+        max_length=512,
+        pattern=links.TOKEN_PATTERN,
+        description="the link's shared secret, same on both sides (printable ASCII: it travels in a header)",
     )
-    check_topology: bool = Field(True, description="refuse a link that would close a cycle")
-
-    @field_validator("url")
-    @classmethod
-    def _has_host(cls, url: str) -> str:
-        try:
-            host = httpx.URL(url).host
-        except (httpx.InvalidURL, ValueError) as exc:
-            raise ValueError(f"not a URL: {exc}") from None
-        if not host:
-            raise ValueError("the URL names no host")
-        return url
+    check_topology: Flag = Field(True, description="refuse a link that would close a cycle")
 
 
 class Neighbour(BaseModel):
@@ -110,27 +102,28 @@ def list_neighbours(svc: Svc, _: ViewerToken) -> list[Neighbour]:
     "/neighbours",
     status_code=201,
     response_model=NeighbourAdded,
-    responses=responses(401, 403, 409, 422, 502, 503),
+    responses=responses(401, 403, 409, 422, 503),
 )
 def add_neighbour(body: NeighbourIn, request: Request, svc: Svc, _: AdminToken) -> NeighbourAdded:
     """Link a neighbour (define it on both sides, with the same token). Refused with 409
     (MQRC_LOOPING_PUBLICATION) if it would close a cycle."""
     try:
-        link, warning = manage.add_neighbour(
-            svc.qm, body.name, body.url, body.token, check_topology=body.check_topology
-        )
+        with svc.neighbours_http() as http:
+            link, warning = manage.add_neighbour(
+                svc.qm, body.name, body.url, body.token, check_topology=body.check_topology, http=http
+            )
     except topology.CycleDetected as exc:
         raise ApiProblem(409, "cycle", "The link would close a cycle", exc.detail) from None
     note(request.state, neighbour=link.name, url=link.url)
     return NeighbourAdded(neighbour=_neighbour(svc, link.name), warning=warning)
 
 
-@router.get("/neighbours/{name}", response_model=Neighbour, responses=responses(401, 403, 404))
+@router.get("/neighbours/{name:name}", response_model=Neighbour, responses=responses(401, 403, 404))
 def show_neighbour(svc: Svc, _: ViewerToken, name: str = NeighbourPath) -> Neighbour:
     return _neighbour(svc, name)
 
 
-@router.delete("/neighbours/{name}", status_code=204, responses=responses(401, 403, 404, 409))
+@router.delete("/neighbours/{name:name}", status_code=204, responses=responses(401, 403, 404, 409))
 def remove_neighbour(
     request: Request, svc: Svc, _: AdminToken, name: str = NeighbourPath, purge: bool = False
 ) -> None:
@@ -150,6 +143,15 @@ def _link_token(authorization: str | None) -> str:
     return authorization.removeprefix("Bearer ")
 
 
+def _authenticate(svc: Any, sender: str, token: str) -> None:
+    """A neighbour proves itself with the link's token before anything it sent is read."""
+    with svc.qm.reading() as conn:
+        try:
+            links.authenticate(conn, sender, token)
+        except MQError as exc:
+            raise ApiProblem(403, "not-a-neighbour", "Not a neighbour", exc.detail) from None
+
+
 LinkAuth = Annotated[str | None, Header(alias="Authorization", include_in_schema=False)]
 Sender = Annotated[
     str, Header(alias=SENDER_HEADER, pattern=QMGR_NAME, description="the calling queue manager")
@@ -163,6 +165,7 @@ async def receive_batch(
     """A neighbour's channel delivers one batch (exactly once: a resent batch is
     confirmed and not put again)."""
     token = _link_token(authorization)
+    await run_in_threadpool(_authenticate, svc, sender, token)  # before a byte of the body is read
     payload = await request.body()
     try:
         receipt = await run_in_threadpool(inbound.receive, svc.qm, payload, token, sender)
@@ -180,7 +183,7 @@ async def receive_batch(
     )
 
 
-@router.get("/channel/reachable", response_model=Reachable, responses=responses(403, 409, 502, 503))
+@router.get("/channel/reachable", response_model=Reachable, responses=responses(403, 409, 503))
 def reachable(
     svc: Svc,
     sender: Sender,
@@ -189,15 +192,10 @@ def reachable(
     path: str = Query("", max_length=64 * 50, description="queue managers already visited, comma-separated"),
 ) -> Reachable:
     """What this broker reaches without going back to ``exclude`` (the topology check)."""
-    token = _link_token(authorization)
-    with svc.qm.reading() as conn:
-        try:
-            links.authenticate(conn, sender, token)
-        except MQError as exc:
-            raise ApiProblem(403, "not-a-neighbour", "Not a neighbour", exc.detail) from None
+    _authenticate(svc, sender, _link_token(authorization))
     visited = tuple(p for p in path.split(",") if p)
     try:
-        with httpx.Client(timeout=10.0) as http:
+        with svc.neighbours_http() as http:
             found = topology.reachable(svc.qm, http, exclude=exclude, path=visited)
     except topology.CycleDetected as exc:
         raise ApiProblem(409, "cycle", "The network has a cycle", exc.detail) from None

@@ -1,10 +1,8 @@
 """Queues, their messages and the dead-letter queue: what runmqsc, amqsput, amqsbcg and
 runmqdlq do, over HTTP.
 
-Queue names may contain ``/`` (MQ allows it), so ``{name}`` spans path segments;
-the ``/messages`` and ``/purge`` routes are matched first, so a queue whose own
-name ends in ``/messages`` or ``/purge`` is reachable by GET, PATCH and DELETE
-only through ``GET /queues?pattern=``. Browsing pages with the queue's browse
+Queue names may contain ``/`` (MQ allows it): a client encodes it (``APP%2FIN``) and
+the name stays one path segment (``admin_api.object_names``). Browsing pages with the queue's browse
 cursor (``after=priority:id``), so a page costs the same at any depth; the list
 of queues pages with limit/offset, since a queue manager holds thousands of
 queues, not millions.
@@ -50,6 +48,7 @@ from admin_api.models import (
 from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Svc
+from broker.service import subscriber_queues
 from queues import DEAD_LETTER_QUEUE, Browsed, Message, NoMessageAvailable, dlh
 from queues.definition import QueueDefinition
 from queues.errors import MQError
@@ -69,7 +68,7 @@ def _queue(definition: QueueDefinition) -> Queue:
 
 
 def _location(name: str) -> str:
-    return f"/api/v1/queues/{quote(name, safe='/')}"
+    return f"/api/v1/queues/{quote(name, safe='')}"
 
 
 def _cursor(text: str | None) -> tuple[int, int] | None:
@@ -100,7 +99,7 @@ def _next(page: list[Browsed], limit: int) -> str | None:
 
 
 @router.get(
-    "/queues/{name:path}/messages",
+    "/queues/{name:name}/messages",
     response_model=BrowsePage,
     summary="Browse messages without removing them",
     responses=responses(404),
@@ -117,7 +116,7 @@ def browse(
 
 
 @router.post(
-    "/queues/{name:path}/messages",
+    "/queues/{name:name}/messages",
     status_code=201,
     response_model=PutResult,
     summary="Put a message",
@@ -154,7 +153,7 @@ def put(
 
 
 @router.post(
-    "/queues/{name:path}/purge",
+    "/queues/{name:name}/purge",
     response_model=Purged,
     summary="Remove every message (CLEAR QLOCAL)",
     responses=responses(404),
@@ -215,7 +214,7 @@ def define_queue(
 
 
 @router.get(
-    "/queues/{name:path}",
+    "/queues/{name:name}",
     response_model=Queue,
     summary="One queue's attributes and depth",
     responses=responses(404),
@@ -229,7 +228,7 @@ def show_queue(
 
 
 @router.patch(
-    "/queues/{name:path}",
+    "/queues/{name:name}",
     response_model=Queue,
     summary="Change a queue's attributes (ALTER QLOCAL)",
     responses=responses(404),
@@ -246,10 +245,14 @@ def alter_queue(
 
 
 @router.delete(
-    "/queues/{name:path}",
+    "/queues/{name:name}",
     response_model=Purged,
-    summary="Delete a queue (DELETE QLOCAL); refused while it holds messages unless purge=true",
-    responses=responses(404, 409),
+    summary="Delete a queue (DELETE QLOCAL)",
+    description="Refused (409) while a running broker uses the queue (its streams, control queue, "
+    "dead-letter queue, a neighbour's transmission queue), while it holds messages unless purge=true, "
+    "and while subscriptions deliver to it unless force=true, which deregisters them through the "
+    "broker first (503 when no broker runs).",
+    responses=responses(404, 409, 503),
 )
 def delete_queue(
     _: OperatorToken,
@@ -257,8 +260,16 @@ def delete_queue(
     request: Request,
     name: str = QueuePath,
     purge: bool = Query(False, description="remove its messages first"),
+    force: bool = Query(False, description="deregister the subscriptions that deliver to it first"),
 ) -> Purged:
-    purged = svc.qm.delete_queue(name, purge=purge)
+    admin = svc.settings.admin_group
+    purged = subscriber_queues.delete_queue(
+        svc.qm,
+        name,
+        purge=purge,
+        force=force,
+        deregister=lambda identity: svc.commands.send(subscriber_queues.deregistration(identity, admin)),
+    )
     note(request.state, purged=purged)
     return Purged(queue=name, purged=purged, deleted=True)
 

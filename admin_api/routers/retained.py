@@ -29,10 +29,11 @@ from admin_api.models import (
 from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Services, Svc
-from broker import rfh2, store
+from broker import store
 from broker.client import BrokerClient, BrokerResponse
-from broker.options import DelOpt
-from broker.retained import RetainedPublication
+from broker.core.retained import RetainedPublication
+from broker.protocol import rfh2
+from broker.protocol.options import DelOpt
 from queues.formatting import body_text, mqmd_fields
 
 router = APIRouter(prefix="/api/v1/retained", tags=["retained publications"])

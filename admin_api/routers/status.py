@@ -3,8 +3,8 @@
 Routers publish their counters in ``psb_instances`` every few seconds; status
 sums those of the routers that reported within the last 30 s (one that stopped
 reporting is gone or stuck, and its frozen numbers would mislead), and lists
-each of them with its uptime, beside this API process's own uptime and the
-depth of every queue.
+each of them with its uptime, beside this API process's own uptime, the
+depth of every queue and the broker queues that cannot be used now.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from admin_api.commands import ROUTER_ALIVE_MS, ROUTER_ROLE
-from admin_api.models import ApiProcess, Counters, ErrorNote, QueueDepth, RouterStatus, Status
+from admin_api.models import (
+    ApiProcess,
+    Counters,
+    ErrorNote,
+    QueueDepth,
+    QueueProblemOut,
+    RouterStatus,
+    Status,
+)
 from admin_api.security import ViewerToken
 from admin_api.services import Svc
 from broker import store
@@ -81,6 +89,7 @@ def status(
         routers=routers,
         totals=_total([r.counters for r in routers]),
         queues=[QueueDepth(name=q.name, depth=q.depth, max_depth=q.max_depth) for q in queues],
+        problems=[QueueProblemOut.of(problem) for problem in svc.queue_problems()],
         last_errors=errors[:LAST_ERRORS],
     )
 

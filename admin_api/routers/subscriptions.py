@@ -36,10 +36,10 @@ from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Svc
 from broker import store
-from broker.cli.admin import subscription_json
 from broker.client import BrokerClient, BrokerResponse
-from broker.options import RegOpt
-from broker.subscription import DEFAULT_SUB_POINT, Identity, Subscription, SubscriptionKey
+from broker.core.subscription import DEFAULT_SUB_POINT, Identity, Subscription, SubscriptionKey
+from broker.protocol.options import RegOpt
+from broker.store.listings import subscription_json
 from queues.reasons import Reason, reason_name
 
 router = APIRouter(prefix="/api/v1/subscriptions", tags=["subscriptions"])

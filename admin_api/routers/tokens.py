@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from admin_api import accounts
+from admin_api.accounts import Token
 from admin_api.auditing import note
 from admin_api.models import DEFAULT_LIMIT, MAX_ID, MAX_LIMIT, IssuedTokenOut, TokenIn, TokenOut, TokenPage
 from admin_api.problems import not_found, responses
 from admin_api.security import AdminToken
 from admin_api.services import Svc
-from broker import accounts
-from broker.accounts import Token
+from queues.errors import MQError
+from queues.reasons import Reason
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 
@@ -71,13 +73,21 @@ def create_token(
     status_code=204,
     response_class=Response,
     summary="Revoke a token (revoking it again changes nothing)",
-    responses=responses(404),
+    description="Refused (409) for the token making the request (revoke it with another admin token, or "
+    "with 'broker token revoke') and for the last live admin token.",
+    responses=responses(404, 409),
 )
 def revoke_token(
-    _: AdminToken,
+    caller: AdminToken,
     svc: Svc,
     token_id: int = Path(ge=1, le=MAX_ID),
 ) -> Response:
+    if token_id == caller.token_id:
+        raise MQError(
+            Reason.MQRC_OBJECT_IN_USE,
+            f"token {token_id} is the one making this request: revoke it with another admin token, "
+            "or with 'broker token revoke'",
+        )
     with svc.qm.unit_of_work() as uow:
         revoked = accounts.revoke_token(uow.connection, token_id)
     if revoked is None:

@@ -25,6 +25,7 @@ second over ``--seconds``. The target is a p99 under 50 ms for a page of 100.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import random
 import socket
@@ -42,11 +43,13 @@ import httpx
 import psycopg
 from sqlalchemy import Engine
 
-from broker import accounts, store
+from admin_api import accounts
+from broker import store
+from broker.bench.options import emit, log_file, positive
 from broker.bench.scratch import DEFAULT_PG_URL, libpq, scratch_database
-from broker.provision import ensure_system_queues, prepare_database
-from broker.schema import subscriptions
-from broker.subscription import Identity, Subscription, SubscriptionKey
+from broker.core.subscription import Identity, Subscription, SubscriptionKey
+from broker.service.provision import ensure_system_queues, prepare_database
+from broker.store.schema import subscriptions
 from queues import QueueManager, make_engine
 from queues.ids import now_ms
 
@@ -150,7 +153,8 @@ def serving(url: str, secret: str, *command: str, router: bool = False) -> Itera
     port = free_port()
     argv = [sys.executable, "-m", "broker.cli", "--db", url, "--log-level", "WARNING", *command]
     started = time.perf_counter()
-    process = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL)
+    with log_file().open("ab") as log:
+        process = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=5) as client:
@@ -300,3 +304,16 @@ def table(report: Report) -> str:
         f" (router ready after loading the state: {report.router_load_seconds:.1f} s)"
     )
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--subscriptions", type=positive, default=DEFAULT_SUBSCRIPTIONS)
+    parser.add_argument("--requests", type=positive, default=DEFAULT_REQUESTS, help="per case")
+    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help="of creates")
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def command(args: argparse.Namespace) -> None:
+    report = run(count=args.subscriptions, requests=args.requests, seconds=args.seconds, pg_url=args.pg_url)
+    emit(args, report.as_dict(), table(report))

@@ -24,7 +24,7 @@ import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.topics import MULTI_LEVEL, SEPARATOR, SINGLE_LEVEL, TopicTree
+from broker.core.topics import MULTI_LEVEL, SEPARATOR, SINGLE_LEVEL, TopicTree
 
 SMALL = 1_000
 LARGE = 1_000_000
@@ -230,13 +230,3 @@ def command(options: argparse.Namespace) -> None:
     print(_table(rows))
     ratio = rows[1]["matches_per_second"] / rows[0]["matches_per_second"]
     print(f"matches/s at {options.large:,} subscriptions / at {options.small:,}: {ratio:.2f}")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    command(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    main()

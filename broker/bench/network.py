@@ -21,6 +21,7 @@ the machine's clock).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -39,6 +40,7 @@ from typing import Any
 import httpx
 
 from broker import store
+from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.route import (
     PATTERNS,
     PUBLISHERS,
@@ -52,11 +54,11 @@ from broker.bench.route import (
     publish_at_rate,
     summarise,
 )
-from broker.bench.scratch import DATABASES, DEFAULT_PG_URL, scratch_database
+from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.client import BrokerClient
+from broker.core.system import DEFAULT_STREAM, INTER_BROKER_QUEUE
 from broker.network import links, manage
-from broker.provision import prepare_database
-from broker.system import DEFAULT_STREAM, INTER_BROKER_QUEUE
+from broker.service.provision import prepare_database
 from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
 
@@ -302,3 +304,31 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"{row['database']:<12} " + " ".join(f"{done[stage]:>16.2f}" for stage in stages))
     lines += ["", *latency_lines(results["latency"], width=12)]
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=positive, default=20_000, help="publications in the backlog")
+    parser.add_argument(
+        "--databases",
+        type=database_list,
+        default=DATABASES,
+        metavar="KIND,...",
+        help="sqlite, postgresql or both (default both)",
+    )
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
+    parser.add_argument("--batch-size", type=positive, default=500, help="of every broker and channel")
+    parser.add_argument("--rate", type=positive, default=500, help="publications/s of the streaming run")
+    parser.add_argument("--stream-seconds", type=float, default=10.0, help="of the streaming run")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def command(args: argparse.Namespace) -> None:
+    results = run(
+        args.messages,
+        args.databases,
+        pg_url=args.pg_url,
+        batch_size=args.batch_size,
+        rate=args.rate,
+        stream_seconds=args.stream_seconds,
+    )
+    emit(args, results, report(results))

@@ -17,6 +17,7 @@ server of ``pg_url`` and dropped at the end, so the benchmark never touches real
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -31,13 +32,14 @@ from sqlalchemy import Column, Engine, MetaData, Table, select
 from sqlalchemy.engine import make_url
 
 import migrations
+from broker.bench.options import DATABASES, emit, numbers, positive
 from queues import Message, QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
 from queues.schema import MESSAGE_COLUMNS, Id, messages
 
 DEFAULT_BATCHES = (1, 100, 1000)
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-DATABASES = ("sqlite", "postgresql")
+
 BODY_SIZE = 256
 QUEUE = "BENCH.QUEUE"
 CEILING_TABLE = "bench_ceiling"
@@ -228,6 +230,15 @@ def _settle(engine: Engine) -> None:
             conn.exec_driver_sql(f"VACUUM ANALYZE {messages.name}")
 
 
+def _analyze(engine: Engine) -> None:
+    """Statistics for the queue as it now stands, as autovacuum's analyze gathers them on a
+    server where it runs (the default): the claim's plan depends on them, and the table was
+    last analysed empty, by :func:`_settle`."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f"ANALYZE {messages.name}")
+
+
 def _measure(database: str, batch: int, count: int, qm: QueueManager, ceiling: Ceiling) -> Cell:
     items = [(QUEUE, message) for message in _bodies(count)]
     _settle(qm.engine)
@@ -239,6 +250,7 @@ def _measure(database: str, batch: int, count: int, qm: QueueManager, ceiling: C
     put_seconds = time.perf_counter() - started
 
     rows = _stored_rows(qm)
+    _analyze(qm.engine)
     started = time.perf_counter()
     got = 0
     while got < put:
@@ -308,3 +320,28 @@ def table(cells: Sequence[Cell]) -> str:
             f" {c.put_rate:>15,.0f} {c.put_ratio:>6.0%} {c.get_rate:>16,.0f} {c.get_ratio:>6.0%}"
         )
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--messages", type=positive, help="messages per cell (default 2,000 at batch 1, else 50,000)"
+    )
+    parser.add_argument(
+        "--batches",
+        type=numbers,
+        default=DEFAULT_BATCHES,
+        metavar="N,N,...",
+        help="batch sizes (default 1,100,1000)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        metavar="URL",
+        help="PostgreSQL server on which a throw-away database is created (default the local one)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def command(args: argparse.Namespace) -> None:
+    cells = run(args.batches, messages=args.messages, pg_url=args.pg_url)
+    emit(args, [cell.as_dict() for cell in cells], table(cells))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import statistics
 import subprocess
@@ -39,15 +38,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from broker import psc
-from broker.bench.scratch import DATABASES, DEFAULT_PG_URL, scratch_database
+from broker.bench.options import DATABASES, database_list, emit, log_file
+from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.client import command_message
-from broker.collector import tune_collector
-from broker.config import Settings
-from broker.options import RegOpt
-from broker.provision import prepare_database
-from broker.service import RoutingService
-from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.protocol import psc
+from broker.protocol.options import RegOpt
+from broker.service.collector import tune_collector
+from broker.service.config import Settings
+from broker.service.provision import prepare_database
+from broker.service.router import RoutingService
 from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
 from queues.ids import now_ms
@@ -275,7 +275,8 @@ def serving(url: str, batch_size: int) -> Iterator[subprocess.Popen[bytes]]:
     """``broker serve`` in its own process (the product as users run it)."""
     command = [sys.executable, "-m", "broker.cli", "--db", url, "--log-level", "WARNING", "serve"]
     command += ["--batch-size", str(batch_size)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log_file().open("ab") as log:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     try:
         yield process
     finally:
@@ -462,7 +463,7 @@ def report(results: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options, shared by ``python -m broker.bench.route`` and ``broker bench route``."""
     parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--databases", default=",".join(DATABASES))
+    parser.add_argument("--databases", type=database_list, default=DATABASES, metavar="KIND,...")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--confirm-window", type=int, default=500)
@@ -477,7 +478,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     results = run(
         args.messages,
-        tuple(args.databases.split(",")),
+        args.databases,
         pg_url=args.pg_url,
         batch_size=args.batch_size,
         window=args.confirm_window,
@@ -487,14 +488,4 @@ def command(args: argparse.Namespace) -> None:
         memory_backlog=args.memory_backlog,
         scale_out=args.scale_out,
     )
-    print(json.dumps(results, indent=2) if args.json else report(results))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m broker.bench.route", description=__doc__)
-    add_arguments(parser)
-    command(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    main()
+    emit(args, results, report(results))

@@ -14,7 +14,6 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-DATABASES = ("sqlite", "postgresql")
 
 
 def libpq(url: str) -> str:

@@ -16,15 +16,17 @@ it and commits its own (the commits follow each other in partition order).
 
 from __future__ import annotations
 
+import argparse
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.route import broker_backlog, broker_database, delivered, preload
-from broker.bench.scratch import DATABASES, DEFAULT_PG_URL
-from broker.config import Settings
+from broker.bench.scratch import DEFAULT_PG_URL
+from broker.service.config import Settings
 from broker.spark import job
 
 MASTERS = ("local[1]", "local[2]")
@@ -139,3 +141,25 @@ def report(tables: list[dict[str, Any]]) -> str:
             "",
         ]
     return "\n".join(lines).rstrip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=positive, default=100_000, help="publications (default 100,000)")
+    parser.add_argument("--databases", type=database_list, default=DATABASES, help="sqlite,postgresql")
+    parser.add_argument("--masters", default=",".join(MASTERS), help="local[1],local[2]")
+    parser.add_argument("--batch-size", type=positive, default=500, help="the service's batch size")
+    parser.add_argument("--partitions", type=positive, help="the job's partitions (default per 10,000)")
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def command(args: argparse.Namespace) -> None:
+    tables = run(
+        args.messages,
+        args.databases,
+        tuple(args.masters.split(",")),
+        pg_url=args.pg_url,
+        batch_size=args.batch_size,
+        partitions=args.partitions,
+    )
+    emit(args, tables, report(tables))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from broker import store
-from broker.authority import AclRule, Permission, PrincipalKind
 from broker.cli.context import EXIT_MQ_ERROR, Context
-from broker.client import decode_publication
-from broker.options import RegOpt, option_names
-from broker.subscription import Subscription
-from queues.formatting import body_text
+
+if TYPE_CHECKING:
+    from broker.core.authority import AclRule
+
+PERMISSIONS = ("publish", "subscribe")  # broker.core.authority.Permission, without loading it
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add.add_argument("--principal", required=True, help="user id, or group name with --group")
     add.add_argument("--group", action="store_true", help="the principal is a group")
     add.add_argument("--topic", required=True, help="topic (its whole subtree) or #/+ pattern")
-    add.add_argument("--permission", required=True, choices=[str(p) for p in Permission])
+    add.add_argument("--permission", required=True, choices=PERMISSIONS)
     decision = add.add_mutually_exclusive_group(required=True)
     decision.add_argument("--allow", action="store_true")
     decision.add_argument("--deny", action="store_true")
@@ -66,7 +66,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "check", help="dry run: may USER publish/subscribe on TOPIC, and which rule decides"
     )
     check.add_argument("user")
-    check.add_argument("permission", choices=[str(p) for p in Permission])
+    check.add_argument("permission", choices=PERMISSIONS)
     check.add_argument("topic")
     check.add_argument("--json", action="store_true")
     check.set_defaults(handler=check_rule)
@@ -81,28 +81,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         cmd.set_defaults(handler=change_group, member=member)
 
 
-def subscription_json(sub_id: int, sub: Subscription) -> dict[str, object]:
-    identity = sub.identity
-    return {
-        "id": sub_id,
-        "topic": sub.key.topic,
-        "sub_point": sub.key.sub_point,
-        "queue": identity.queue,
-        "qmgr": identity.q_mgr,
-        "correl_id": identity.correl_id.hex() if identity.correl_id else None,
-        "user_id": sub.user_id,
-        "options": option_names(RegOpt(sub.options)),
-        "sub_name": sub.sub_name,
-        "sub_user_data": sub.sub_user_data,
-        "expires_at": sub.expires_at,
-        "temporary": sub.temporary,
-        "members": list(sub.members),
-        "origin": sub.origin,
-        "created_at": sub.created_at,
-    }
-
-
 def list_subscriptions(ctx: Context) -> None:
+    from broker import store
+    from broker.store.listings import subscription_json
+
     a = ctx.args
     where = store.SubscriptionFilter(
         topic=a.topic, sub_point=a.sub_point, queue=a.queue, q_mgr=a.qmgr, user_id=a.user
@@ -119,6 +101,10 @@ def list_subscriptions(ctx: Context) -> None:
 
 
 def list_retained(ctx: Context) -> None:
+    from broker import store
+    from broker.client import decode_publication
+    from queues.formatting import body_text
+
     a = ctx.args
     with ctx.qm.reading() as conn:
         page = store.list_retained(conn, a.topic, a.sub_point, after_id=a.after, limit=a.limit)
@@ -144,18 +130,9 @@ def list_retained(ctx: Context) -> None:
     ctx.emit(rows, "\n".join(text))
 
 
-def rule_json(rule: AclRule) -> dict[str, object]:
-    return {
-        "id": rule.rule_id,
-        "principal": rule.principal,
-        "kind": str(rule.kind),
-        "topic": rule.pattern,
-        "permission": str(rule.permission),
-        "allow": rule.allow,
-    }
-
-
 def _rule_text(rule: AclRule) -> str:
+    from broker.core.authority import PrincipalKind
+
     who = f"group {rule.principal}" if rule.kind == PrincipalKind.GROUP else rule.principal
     return (
         f"#{rule.rule_id}: {'allow' if rule.allow else 'deny'} {who} to {rule.permission} on {rule.pattern}"
@@ -163,6 +140,10 @@ def _rule_text(rule: AclRule) -> str:
 
 
 def add_rule(ctx: Context) -> None:
+    from broker import store
+    from broker.core.authority import AclRule, Permission, PrincipalKind
+    from broker.store.acl import rule_json
+
     a = ctx.args
     rule = AclRule(
         principal=a.principal,
@@ -177,6 +158,9 @@ def add_rule(ctx: Context) -> None:
 
 
 def list_rules(ctx: Context) -> None:
+    from broker import store
+    from broker.store.acl import rule_json
+
     with ctx.qm.reading() as conn:
         rules = store.list_acl_rules(conn)
         groups = store.list_groups(conn)
@@ -186,6 +170,8 @@ def list_rules(ctx: Context) -> None:
 
 
 def remove_rule(ctx: Context) -> None:
+    from broker import store
+
     with ctx.qm.engine.begin() as conn:
         removed = store.remove_acl_rule(conn, ctx.args.rule_id)
     if not removed:
@@ -195,30 +181,40 @@ def remove_rule(ctx: Context) -> None:
 
 
 def check_rule(ctx: Context) -> None:
+    """The dry run; exits 1 when the answer is "may not", so scripts can branch on it."""
+    from broker import store
+    from broker.core.authority import Permission
+    from broker.core.topics import is_wildcard
+    from broker.store.acl import rule_json
+
     a = ctx.args
     settings = ctx.settings
-    with ctx.qm.reading() as conn:
-        authority = store.load_authority(
-            conn, default_allow=settings.default_policy == "allow", admin_group=settings.admin_group
-        )
-    decision = authority.decide(a.user, Permission(a.permission), a.topic)
-    why = (
-        _rule_text(decision.rule)
-        if decision.rule is not None
-        else f"the default policy ({settings.default_policy})"
-    )
-    verdict = "may" if decision.allowed else "may not"
+    if a.permission == "publish" and is_wildcard(a.topic):
+        allowed, rule, why = False, None, "the topic: a publication topic has no wildcard level"
+    else:
+        with ctx.qm.reading() as conn:
+            authority = store.load_authority(
+                conn, default_allow=settings.default_policy == "allow", admin_group=settings.admin_group
+            )
+        decision = authority.decide(a.user, Permission(a.permission), a.topic)
+        allowed, rule = decision.allowed, decision.rule
+        why = _rule_text(rule) if rule is not None else f"the default policy ({settings.default_policy})"
     ctx.emit(
         {
-            "allowed": decision.allowed,
-            "rule": rule_json(decision.rule) if decision.rule else None,
+            "allowed": allowed,
+            "rule": rule_json(rule) if rule else None,
+            "decided_by": why,
             "default_policy": settings.default_policy,
         },
-        f"{a.user} {verdict} {a.permission} on {a.topic}: decided by {why}",
+        f"{a.user} {'may' if allowed else 'may not'} {a.permission} on {a.topic}: decided by {why}",
     )
+    if not allowed:
+        raise SystemExit(EXIT_MQ_ERROR)
 
 
 def change_group(ctx: Context) -> None:
+    from broker import store
+
     a = ctx.args
     with ctx.qm.engine.begin() as conn:
         changed = store.set_group_member(conn, a.group, a.user, a.member)

@@ -13,11 +13,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.config import Settings, load_settings
-from queues import QueueManager, make_engine
+from broker.service.config import Settings, load_settings
 from queues.errors import MQError
+
+if TYPE_CHECKING:
+    from queues import QueueManager
 
 EXIT_OK = 0
 EXIT_MQ_ERROR = 1
@@ -48,6 +50,8 @@ class Context:
 
     @cached_property
     def _engine(self) -> Any:
+        from queues import make_engine  # SQLAlchemy: only for commands that use the database
+
         return make_engine(self.settings.database_url, sqlite_synchronous=self.settings.sqlite_synchronous)
 
     def engine(self) -> Any:
@@ -56,7 +60,9 @@ class Context:
 
     @cached_property
     def qm(self) -> QueueManager:
-        return QueueManager(self.engine(), appl_name="broker")
+        from queues import QueueManager
+
+        return QueueManager(self.engine(), appl_name="broker", turn_timeout=self.settings.turn_timeout)
 
     def close(self) -> None:
         if "qm" in self.__dict__:
@@ -70,6 +76,7 @@ class Context:
             print(json.dumps(value, indent=2, default=str))
         else:
             print(text if text is not None else value)
+        sys.stdout.flush()  # a closed pipe is found here, while a message being got can go back
 
 
 @contextmanager

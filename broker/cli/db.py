@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from sqlalchemy.engine import make_url
-
-import migrations
 from broker.cli.context import Context
-from broker.provision import prepare_database
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     db = commands.add_parser("db", help="database schema (Alembic migrations)")
     sub = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
-    up = sub.add_parser("upgrade", help="migrate to the newest schema and name the queue manager")
+    up = sub.add_parser(
+        "upgrade", help="migrate to the newest schema, name the queue manager and define the broker's queues"
+    )
     up.add_argument("revision", nargs="?", default="head")
     up.set_defaults(handler=upgrade)
     down = sub.add_parser("downgrade", help="migrate down to REVISION ('base' empties the database)")
@@ -25,9 +23,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def upgrade(ctx: Context) -> None:
+    from sqlalchemy.engine import make_url
+
+    import migrations
+    from broker.service.config import broker_config
+    from broker.service.provision import ensure_system_queues, prepare_database
+
     engine = ctx.engine()
     if ctx.args.revision == "head":
         prepare_database(engine, ctx.settings.qmgr_name)
+        # the broker's own queues too, so that commands can be sent before it first starts
+        ensure_system_queues(ctx.qm, broker_config(ctx.settings.qmgr_name, ctx.settings).streams)
     else:
         migrations.upgrade(engine, ctx.args.revision)
     # str() of a URL masks its password, which has no business on a terminal.
@@ -38,12 +44,16 @@ def upgrade(ctx: Context) -> None:
 
 
 def downgrade(ctx: Context) -> None:
+    import migrations
+
     engine = ctx.engine()
     migrations.downgrade(engine, ctx.args.revision)
     ctx.emit({"revision": migrations.current(engine)}, f"database at revision {migrations.current(engine)}")
 
 
 def current(ctx: Context) -> None:
+    import migrations
+
     engine = ctx.engine()
     now, head = migrations.current(engine), migrations.head()
     ctx.emit({"current": now, "head": head}, f"current {now or '(empty)'}, head {head}")

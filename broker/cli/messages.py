@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from broker.cli.context import EXIT_USAGE, Context
 from queues import Message
@@ -106,20 +107,34 @@ def put_message(ctx: Context) -> None:
 
 
 def get_message(ctx: Context) -> None:
+    """The message leaves its queue only once it has been written out (``QueueManager.getting``):
+    ``broker get Q | head -3`` loses nothing."""
     args = ctx.args
-    message = ctx.qm.get(
+    with ctx.qm.getting(
         args.queue,
         wait=args.wait,
         msg_id=parse_id(args.msg_id) if args.msg_id else None,
         correl_id=parse_id(args.correl_id) if args.correl_id else None,
-    )
-    ctx.emit(message_json(message), describe(message))
+    ) as message:
+        ctx.emit(*_shown(message))
 
 
 def browse_messages(ctx: Context) -> None:
     found = ctx.qm.browse(ctx.args.queue, limit=ctx.args.limit)
-    blocks = [f"message {i + 1}:\n{describe(b.message)}" for i, b in enumerate(found)]
+    shown = [_shown(b.message) for b in found]
+    blocks = [f"message {i + 1}:\n{text}" for i, (_, text) in enumerate(shown)]
     ctx.emit(
-        [message_json(b.message) for b in found],
-        "\n\n".join(blocks) if blocks else f"no messages on {ctx.args.queue}",
+        [value for value, _ in shown], "\n\n".join(blocks) if blocks else f"no messages on {ctx.args.queue}"
     )
+
+
+def _shown(message: Message) -> tuple[dict[str, Any], str]:
+    """The message as JSON and as text: the descriptor and the raw body, and an MQRFH2
+    message's folders and command decoded beside them."""
+    from broker.protocol.decoded import decode_message
+
+    decoded = decode_message(message)
+    value, text = message_json(message), describe(message)
+    if decoded is None:
+        return value, text
+    return {**value, "rfh2": decoded.as_json()}, f"{text}\n{decoded.describe()}"

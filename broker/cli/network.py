@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from broker.cli.context import Context
-from broker.network import manage
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +39,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def add_neighbour(ctx: Context) -> None:
+    from broker.network import manage
+
     a = ctx.args
     link, warning = manage.add_neighbour(
         ctx.qm, a.name, a.url, a.token, check_topology=not a.no_topology_check
@@ -52,6 +53,8 @@ def add_neighbour(ctx: Context) -> None:
 
 
 def list_neighbours(ctx: Context) -> None:
+    from broker.network import manage
+
     rows = [status.as_dict() for status in manage.neighbour_status(ctx.qm)]
     text = [f"{'NEIGHBOUR':<20} {'WAITING':>8} {'IN FLIGHT':>9}  {'URL':<30} LAST ERROR"]
     text += [
@@ -63,6 +66,8 @@ def list_neighbours(ctx: Context) -> None:
 
 
 def remove_neighbour(ctx: Context) -> None:
+    from broker.network import manage
+
     discarded = manage.remove_neighbour(ctx.qm, ctx.args.name, purge=ctx.args.purge)
     ctx.emit(
         {"name": ctx.args.name, "removed": True, "discarded": discarded},

@@ -10,34 +10,37 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import reduce
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cli.context import EXIT_MQ_ERROR, EXIT_USAGE, Context
-from broker.client import BrokerClient, BrokerResponse, decode_publication
-from broker.options import DelOpt, PubOpt, RegOpt
 from queues.formatting import body_text, mqmd_fields, parse_id
 from queues.message import MQPER_NOT_PERSISTENT, MQPER_PERSISTENT
 
+if TYPE_CHECKING:
+    from broker.client import BrokerClient, BrokerResponse, ReceivedPublication
+    from broker.protocol.options import RegOpt
+    from queues.message import Message
+
 _REG_FLAGS = (
-    ("--local", RegOpt.Local, "not propagated to other brokers; sees only publications made here"),
-    ("--new-pubs-only", RegOpt.NewPubsOnly, "no retained publications on registering"),
-    ("--pub-on-req-only", RegOpt.PubOnReqOnly, "publications only on request-update"),
-    ("--inform-if-retained", RegOpt.InformIfRet, "mark retained publications (IsRetainedPub)"),
-    ("--dups-ok", RegOpt.DupsOK, "occasional duplicates are acceptable"),
-    ("--add-name", RegOpt.AddName, "name an existing unnamed subscription (with --sub-name)"),
-    ("--no-alter", RegOpt.NoAlter, "do not change an existing subscription"),
-    ("--full-response", RegOpt.FullResp, "answer with every attribute of the subscription"),
-    ("--join-shared", RegOpt.JoinShared, "join the identity set (with --sub-identity)"),
-    ("--join-exclusive", RegOpt.JoinExcl, "join the identity set exclusively"),
-    ("--variable-user-id", RegOpt.VariableUserId, "other users may use this identity"),
+    ("--local", "Local", "not propagated to other brokers; sees only publications made here"),
+    ("--new-pubs-only", "NewPubsOnly", "no retained publications on registering"),
+    ("--pub-on-req-only", "PubOnReqOnly", "publications only on request-update"),
+    ("--inform-if-retained", "InformIfRet", "mark retained publications (IsRetainedPub)"),
+    ("--dups-ok", "DupsOK", "occasional duplicates are acceptable"),
+    ("--add-name", "AddName", "name an existing unnamed subscription (with --sub-name)"),
+    ("--no-alter", "NoAlter", "do not change an existing subscription"),
+    ("--full-response", "FullResp", "answer with every attribute of the subscription"),
+    ("--join-shared", "JoinShared", "join the identity set (with --sub-identity)"),
+    ("--join-exclusive", "JoinExcl", "join the identity set exclusively"),
+    ("--variable-user-id", "VariableUserId", "other users may use this identity"),
 )
 _PERSISTENCE = {
-    "as-publisher": RegOpt.PersAsPub,
-    "as-queue": RegOpt.PersAsQueue,
-    "persistent": RegOpt.Pers,
-    "non-persistent": RegOpt.NonPers,
+    "as-publisher": "PersAsPub",
+    "as-queue": "PersAsQueue",
+    "persistent": "Pers",
+    "non-persistent": "NonPers",
 }
 
 
@@ -118,6 +121,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _client(ctx: Context) -> BrokerClient:
+    from broker.client import BrokerClient
+
     return BrokerClient(ctx.qm, user_id=ctx.args.user_id, timeout=ctx.args.timeout)
 
 
@@ -125,6 +130,7 @@ def _answer(ctx: Context, response: BrokerResponse | None) -> None:
     if response is None:
         ctx.emit({"sent": True}, "sent (no answer requested)")
         return
+    hints = [hint for item in response.items if (hint := _hint(ctx.args, item.reason, item.parameter))]
     ctx.emit(
         {
             "completion": response.completion,
@@ -132,15 +138,36 @@ def _answer(ctx: Context, response: BrokerResponse | None) -> None:
                 {"reason": i.reason, "topic": i.topic, "parameter": i.parameter} for i in response.items
             ],
             "attributes": [list(a) for a in response.attributes],
+            "hints": hints,
         },
-        response.describe(),
+        "\n".join([response.describe(), *(f"  hint: {hint}" for hint in hints)]),
     )
     if response.completion == "error":
         raise SystemExit(EXIT_MQ_ERROR)
 
 
-def _flags(pairs: list[tuple[bool, Any]], start: Any) -> Any:
-    return reduce(lambda acc, pair: acc | pair[1] if pair[0] else acc, pairs, start)
+def _hint(args: argparse.Namespace, reason: int, parameter: str | None) -> str | None:
+    """What a newcomer does next about a refusal the reason alone does not explain."""
+    queue, qmgr = getattr(args, "queue", None), getattr(args, "qmgr", None)
+    if reason == 3076 and parameter == "QName" and queue:  # MQRCCF_Q_NAME_ERROR
+        return f"the queue {queue} is not defined on this broker: broker queue define {queue}"
+    if reason == 3074 and qmgr:  # MQRCCF_Q_MGR_NAME_ERROR
+        return f"{qmgr} is neither this broker's queue manager nor a neighbour (broker neighbour list)"
+    if reason == 3073 and args.command == "request-update":  # MQRCCF_NOT_REGISTERED
+        return (
+            "request-update names one of the subscriber's subscriptions exactly as it was "
+            f"registered (wildcards included): broker subscriptions list --queue {queue or 'QUEUE'}"
+        )
+    return None
+
+
+def _flags(kind: Any, pairs: Iterable[tuple[bool, str]]) -> Any:
+    """The options named in ``pairs`` whose flag was given, as a ``kind`` (PubOpt, RegOpt...)."""
+    options = kind(0)
+    for given, name in pairs:
+        if given:
+            options |= kind[name]
+    return options
 
 
 def _body(args: argparse.Namespace) -> bytes | str:
@@ -155,15 +182,17 @@ def _body(args: argparse.Namespace) -> bytes | str:
 
 
 def publish(ctx: Context) -> None:
+    from broker.protocol.options import PubOpt
+
     args = ctx.args
     options = _flags(
+        PubOpt,
         [
-            (args.retain, PubOpt.RetainPub),
-            (args.local, PubOpt.Local),
-            (args.other_subs_only, PubOpt.OtherSubsOnly),
-            (args.correl_as_id, PubOpt.CorrelAsId),
+            (args.retain, "RetainPub"),
+            (args.local, "Local"),
+            (args.other_subs_only, "OtherSubsOnly"),
+            (args.correl_as_id, "CorrelAsId"),
         ],
-        PubOpt(0),
     )
     extra: dict[str, Any] = {"expiry": args.expiry}
     if args.persistence is not None:
@@ -186,6 +215,8 @@ def publish(ctx: Context) -> None:
 
 
 def _registration(ctx: Context, options: RegOpt) -> dict[str, Any]:
+    from broker.protocol.options import RegOpt
+
     args = ctx.args
     if args.correl_id:
         options |= RegOpt.CorrelAsId
@@ -200,12 +231,11 @@ def _registration(ctx: Context, options: RegOpt) -> dict[str, Any]:
 
 
 def subscribe(ctx: Context) -> None:
+    from broker.protocol.options import RegOpt
+
     args = ctx.args
-    options = _flags(
-        [(getattr(args, flag[2:].replace("-", "_")), opt) for flag, opt, _ in _REG_FLAGS], RegOpt(0)
-    )
-    if args.persistence:
-        options |= _PERSISTENCE[args.persistence]
+    given = [(getattr(args, flag[2:].replace("-", "_")), name) for flag, name, _ in _REG_FLAGS]
+    options = _flags(RegOpt, [*given, (bool(args.persistence), _PERSISTENCE.get(args.persistence, ""))])
     with _client(ctx) as client:
         _answer(
             ctx,
@@ -220,15 +250,17 @@ def subscribe(ctx: Context) -> None:
 
 
 def unsubscribe(ctx: Context) -> None:
+    from broker.protocol.options import RegOpt
+
     args = ctx.args
     options = _flags(
+        RegOpt,
         [
-            (args.all, RegOpt.DeregAll),
-            (args.leave_only, RegOpt.LeaveOnly),
-            (args.full_response, RegOpt.FullResp),
-            (args.variable_user_id, RegOpt.VariableUserId),
+            (args.all, "DeregAll"),
+            (args.leave_only, "LeaveOnly"),
+            (args.full_response, "FullResp"),
+            (args.variable_user_id, "VariableUserId"),
         ],
-        RegOpt(0),
     )
     with _client(ctx) as client:
         _answer(
@@ -237,6 +269,8 @@ def unsubscribe(ctx: Context) -> None:
 
 
 def request_update(ctx: Context) -> None:
+    from broker.protocol.options import RegOpt
+
     args = ctx.args
     if len(args.topic) != 1:
         print("request-update takes exactly one --topic", file=sys.stderr)
@@ -247,6 +281,8 @@ def request_update(ctx: Context) -> None:
 
 
 def delete_publication(ctx: Context) -> None:
+    from broker.protocol.options import DelOpt
+
     args = ctx.args
     with _client(ctx) as client:
         _answer(
@@ -261,8 +297,13 @@ def delete_publication(ctx: Context) -> None:
 
 
 def receive_publication(ctx: Context) -> None:
-    message = ctx.qm.get(ctx.args.queue, wait=ctx.args.wait)
-    pub = decode_publication(message)
+    from broker.client import decode_publication
+
+    with ctx.qm.getting(ctx.args.queue, wait=ctx.args.wait) as message:  # gone once written out
+        _show_publication(ctx, message, decode_publication(message))
+
+
+def _show_publication(ctx: Context, message: Message, pub: ReceivedPublication) -> None:
     text = body_text(pub.body)
     ctx.emit(
         {

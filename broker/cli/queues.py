@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cli.context import Context
 from queues.definition import QueueDefinition
+from queues.errors import MQError
+from queues.formatting import local_time
+
+if TYPE_CHECKING:
+    from broker.core.subscription import Identity
 
 # flag -> attribute, for define and alter alike
 _ATTRIBUTE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -67,15 +73,24 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     purge.add_argument("name")
     purge.set_defaults(handler=purge_queue)
 
-    delete = sub.add_parser("delete", help="delete an empty queue")
+    delete = sub.add_parser(
+        "delete",
+        help="delete an empty queue",
+        description="Refused while a running broker uses the queue, while it holds messages (unless "
+        "--purge) and while subscriptions deliver to it (unless --force, which deregisters them through "
+        "the running broker first).",
+    )
     delete.add_argument("name")
     delete.add_argument("--purge", action="store_true", help="remove its messages first")
+    delete.add_argument("--force", action="store_true", help="deregister the subscriptions delivering to it")
+    delete.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each deregistration")
     delete.set_defaults(handler=delete_queue)
 
 
 def _show(ctx: Context, definition: QueueDefinition) -> None:
     fields = asdict(definition)
-    ctx.emit(fields, "\n".join(f"{key:<18} {value}" for key, value in fields.items()))
+    text = {key: local_time(value) if key.endswith("_at") else value for key, value in fields.items()}
+    ctx.emit(fields, "\n".join(f"{key:<18} {value}" for key, value in text.items()))
 
 
 def define_queue(ctx: Context) -> None:
@@ -103,5 +118,22 @@ def purge_queue(ctx: Context) -> None:
 
 
 def delete_queue(ctx: Context) -> None:
-    count = ctx.qm.delete_queue(ctx.args.name, purge=ctx.args.purge)
-    ctx.emit({"queue": ctx.args.name, "deleted": True, "purged": count}, f"queue {ctx.args.name} deleted")
+    from broker.client import BrokerClient
+    from broker.service import subscriber_queues
+
+    args = ctx.args
+    admin = ctx.settings.admin_group
+    with ExitStack() as stack:
+        clients: list[BrokerClient] = []  # one, made for the first deregistration only
+
+        def deregister(identity: Identity) -> None:
+            if not clients:
+                clients.append(stack.enter_context(BrokerClient(ctx.qm, timeout=args.timeout, user_id=admin)))
+            response = subscriber_queues.deregistration(identity, admin)(clients[0])
+            if response.completion == "error":
+                raise MQError(response.items[0].reason, f"the broker refused: {response.describe()}")
+
+        count = subscriber_queues.delete_queue(
+            ctx.qm, args.name, purge=args.purge, force=args.force, deregister=deregister
+        )
+    ctx.emit({"queue": args.name, "deleted": True, "purged": count}, f"queue {args.name} deleted")

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from broker import router_pool
 from broker.cli.context import Context
-from broker.provision import prepare_database
-from broker.service import RoutingService
+
+if TYPE_CHECKING:
+    from broker.service.router import RoutingService
 
 
 def add_listen_flags(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +39,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(ctx: Context) -> None:
+    from broker.service import router_pool
+    from broker.service.provision import prepare_database
+    from broker.service.router import RoutingService
+
     router_pool.check(ctx.settings)
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)

@@ -11,22 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import migrations
+from broker.bench.options import positive
 from broker.cli.context import EXIT_MQ_ERROR, Context
-from broker.spark import lease
-from broker.system import DEFAULT_STREAM
 from queues.errors import MQError
 from queues.reasons import Reason
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: at least 1")
-    return value
+DEFAULT_LEASE_SECONDS = 60  # broker.store.leases.DEFAULT_LEASE_MS, without loading the store
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,20 +34,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     route.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     route.add_argument(
         "--partitions",
-        type=_positive,
+        type=positive,
         help="partitions, each whole service batches in get order (default about 10,000 messages each)",
     )
     route.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive,
         help="the routing service's batch size (default the batch_size setting): dead letters "
         "are ordered as the service orders them within a batch of this size",
     )
-    route.add_argument("--stream", default=DEFAULT_STREAM, metavar="QUEUE", help="the stream queue to drain")
+    route.add_argument(
+        "--stream", metavar="QUEUE", help="the stream queue to drain (default SYSTEM.BROKER.DEFAULT.STREAM)"
+    )
     route.add_argument(
         "--lease-seconds",
-        type=_positive,
-        default=lease.DEFAULT_LEASE_MS // 1000,
+        type=positive,
+        default=DEFAULT_LEASE_SECONDS,
         help="how long the stream stays leased to a job that stops renewing it, e.g. killed "
         "(default 60): routing services leave the stream alone until then",
     )
@@ -67,12 +59,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(ctx: Context) -> None:
     # Imported here: PySpark takes seconds to import and no other command needs it.
-    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-    from pyspark.errors import PySparkException
+    try:
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from pyspark.errors import PySparkException
+    except ImportError as exc:
+        print(
+            f"broker spark route needs PySpark ({exc.name} is missing): pip install 'wmq-psc-broker[spark]', "
+            "with Java 17 and the JDBC drivers (README, Spark pipeline)",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_MQ_ERROR) from None
 
+    import migrations
+    from broker.core.system import DEFAULT_STREAM
     from broker.spark import job
 
     args = ctx.args
+    stream = args.stream or DEFAULT_STREAM
     qm = ctx.qm
     if not migrations.is_at_head(qm.engine):
         raise MQError(
@@ -80,11 +83,11 @@ def run(ctx: Context) -> None:
             f"the database is at schema revision {migrations.current(qm.engine)}, "
             f"this release needs {migrations.head()}: run 'broker db upgrade'",
         )
-    job.check_stream(qm, ctx.settings, args.stream)
+    job.check_stream(qm, ctx.settings, stream)
     spark = job.spark_session(args.master)
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        options = job.JobOptions(args.stream, args.partitions, lease_ms=args.lease_seconds * 1000)
+        options = job.JobOptions(stream, args.partitions, lease_ms=args.lease_seconds * 1000)
         summary = job.run(spark, qm, ctx.settings, options)
     except (PySparkException, Py4JError) as exc:
         print(f"the Spark job failed: {exc}", file=sys.stderr)

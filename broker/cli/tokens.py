@@ -11,19 +11,23 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from typing import TYPE_CHECKING
 
-from broker import accounts
-from broker.accounts import Role, Token
 from broker.cli.context import EXIT_MQ_ERROR, Context
-from broker.provision import prepare_database
+from queues.formatting import local_time
 from queues.message import USER_ID_LENGTH
+
+if TYPE_CHECKING:
+    from admin_api.accounts import Token
+
+ROLES = ("viewer", "operator", "admin")  # admin_api.accounts.Role, without loading SQLAlchemy
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     token = commands.add_parser("token", help="bearer tokens of the admin REST API")
     sub = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
     create = sub.add_parser("create", help="create a token and print its secret (shown only once)")
-    create.add_argument("--role", required=True, choices=[str(role) for role in Role])
+    create.add_argument("--role", required=True, choices=ROLES)
     create.add_argument(
         "--principal",
         help="the MQMD UserIdentifier of commands sent for the token (default: your login, 12 characters)",
@@ -35,6 +39,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     listing.set_defaults(handler=list_tokens)
     revoke = sub.add_parser("revoke", help="revoke a token: the API refuses it from its next request")
     revoke.add_argument("token_id", type=int)
+    revoke.add_argument(
+        "--force", action="store_true", help="revoke it even if it is the last live admin token"
+    )
     revoke.add_argument("--json", action="store_true")
     revoke.set_defaults(handler=revoke_token)
 
@@ -51,6 +58,8 @@ def token_json(token: Token) -> dict[str, object]:
 
 
 def _audit(ctx: Context, token: Token, what: str) -> None:
+    from admin_api import accounts
+
     with ctx.qm.unit_of_work() as uow:
         accounts.record(
             uow.connection,
@@ -65,6 +74,9 @@ def _audit(ctx: Context, token: Token, what: str) -> None:
 
 
 def create_token(ctx: Context) -> None:
+    from admin_api import accounts
+    from broker.service.provision import prepare_database
+
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     principal = ctx.args.principal or getpass.getuser()[:USER_ID_LENGTH]
     with ctx.qm.unit_of_work() as uow:
@@ -83,16 +95,24 @@ def _state(token: Token) -> str:
 
 
 def list_tokens(ctx: Context) -> None:
+    from admin_api import accounts
+
     with ctx.qm.reading() as conn:
         found = accounts.list_tokens(conn, limit=None)
-    lines = [f"{'ID':>6}  {'PREFIX':<12}  {'ROLE':<8}  {'PRINCIPAL':<12}  STATE"]
-    lines += [f"{t.token_id:>6}  {t.prefix:<12}  {t.role:<8}  {t.principal:<12}  {_state(t)}" for t in found]
+    lines = [f"{'ID':>6}  {'PREFIX':<12}  {'ROLE':<8}  {'PRINCIPAL':<12}  {'STATE':<7}  CREATED"]
+    lines += [
+        f"{t.token_id:>6}  {t.prefix:<12}  {t.role:<8}  {t.principal:<12}  {_state(t):<7}  "
+        f"{local_time(t.created_at)}"
+        for t in found
+    ]
     ctx.emit([token_json(t) for t in found], "\n".join(lines))
 
 
 def revoke_token(ctx: Context) -> None:
+    from admin_api import accounts
+
     with ctx.qm.unit_of_work() as uow:
-        token = accounts.revoke_token(uow.connection, ctx.args.token_id)
+        token = accounts.revoke_token(uow.connection, ctx.args.token_id, last_admin=ctx.args.force)
     if token is None:
         print(f"no token #{ctx.args.token_id}", file=sys.stderr)
         raise SystemExit(EXIT_MQ_ERROR)

@@ -18,6 +18,7 @@ from broker.network import links, topology
 from queues import QueueManager
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError, UnknownObject
+from queues.opens import QueueOpen
 from queues.reasons import Reason
 
 
@@ -84,7 +85,20 @@ def add_neighbour(
         link = links.add_link(conn, name, url, token)
     if existing is None:
         qm.define_queue(name, usage="xmitq", max_depth=MAX_MAX_DEPTH, description=f"to neighbour {name}")
+    qm.open_queues(link_holder(name), [transmission_queue(name)], lease_ms=None)
     return link, warning
+
+
+def link_holder(name: str) -> str:
+    """The link holds its transmission queue open for as long as it is defined, so that
+    the queue cannot be deleted from under its channel; removing the neighbour closes it."""
+    return f"neighbour:{name}"
+
+
+def transmission_queue(name: str) -> QueueOpen:
+    return QueueOpen(
+        name, f"the channel to neighbour {name} sends from it (remove the neighbour instead)", reads=True
+    )
 
 
 def remove_neighbour(qm: QueueManager, name: str, *, purge: bool = False) -> int:
@@ -99,6 +113,7 @@ def remove_neighbour(qm: QueueManager, name: str, *, purge: bool = False) -> int
         )
     with qm.engine.begin() as conn:
         links.remove_link(conn, name)
+    qm.close_queues(link_holder(name))
     if _has_queue(qm, name):
         qm.delete_queue(name, purge=True)
     return depth + waiting

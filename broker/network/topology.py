@@ -28,7 +28,8 @@ MAX_DEPTH = 64
 
 class NeighbourUnavailable(MQError):
     """The neighbour did not answer, or not as a broker does: the link cannot be checked
-    (3085, as for any broker this one cannot vouch for; the admin API says 502)."""
+    (3085, as for any broker this one cannot vouch for; the admin API says 409 with that
+    reason: the network is not in a state in which the link can be verified)."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(Reason.MQRCCF_UNKNOWN_BROKER, detail)
@@ -86,7 +87,10 @@ def ask(me: str, peer: Peer, http: httpx.Client, *, path: Sequence[str]) -> dict
     except httpx.HTTPError as exc:
         raise NeighbourUnavailable(f"cannot verify the topology: {peer.name} did not answer ({exc})") from exc
     if response.status_code == 409:
-        raise CycleDetected(_detail(response) or "the network already has a cycle")
+        detail, reason = _problem(response)
+        if reason == Reason.MQRCCF_UNKNOWN_BROKER:  # a broker further along did not answer
+            raise NeighbourUnavailable(f"cannot verify the topology through {peer.name}: {detail}")
+        raise CycleDetected(detail or "the network already has a cycle")
     if response.status_code in (401, 403):
         raise NotLinked(f"{peer.name} does not know {me} as a neighbour with this token")
     if response.status_code != 200:
@@ -101,12 +105,16 @@ def ask(me: str, peer: Peer, http: httpx.Client, *, path: Sequence[str]) -> dict
         ) from None
 
 
-def _detail(response: httpx.Response) -> str | None:
+def _problem(response: httpx.Response) -> tuple[str | None, int | None]:
+    """The detail and MQ reason of a problem the neighbour answered with."""
     try:
         body = response.json()
     except ValueError:
-        return None
-    return str(body["detail"]) if isinstance(body, dict) and "detail" in body else None
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    reason = body.get("reason")
+    return (str(body["detail"]) if "detail" in body else None), (reason if isinstance(reason, int) else None)
 
 
 def check_new_link(qm: QueueManager, link: Peer, http: httpx.Client) -> str | None:

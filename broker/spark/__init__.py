@@ -1,7 +1,7 @@
 """The Spark pipeline: drain a stream queue's backlog on Apache Spark with the
 service's routing core, and the service's exact results.
 
-A shell around :func:`broker.engine.route`, like the routing service: nothing
+A shell around :func:`broker.core.engine.route`, like the routing service: nothing
 here re-implements routing, authority or matching. The modules follow the data:
 
 * ``lease``: the lease on a stream queue that keeps a routing service and a job

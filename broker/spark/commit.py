@@ -10,7 +10,7 @@ before it left. In that transaction:
    stream) and the partition's marker inserted: a second attempt of a partition
    that committed writes nothing;
 2. retained changes are applied in input order, and each DeletePub is routed with
-   :func:`broker.engine.route` at its place in that order, against the retained
+   :func:`broker.core.engine.route` at its place in that order, against the retained
    store as it is then: exactly the service's semantics; its replies and forwards
    join the partition's rows;
 3. queues that would exceed MAXDEPTH keep their first messages, in order; the rest
@@ -35,13 +35,15 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from broker import engine, store
-from broker.effects import Effect
-from broker.spark import lease, runs
+from broker import store
+from broker.core import engine
+from broker.core.effects import Effect
+from broker.spark import runs
 from broker.spark.partition import IDX, MESSAGE, PHASE, QUEUE, SEQ, Routed, Stager, TaskSpec, route_one
 from broker.spark.plan import Part
 from broker.spark.runs import ORDER_SPAN, PartSummary
 from broker.spark.snapshot import Snapshot, queue_directory
+from broker.store import leases
 from queues import sql
 from queues.errors import MQError
 from queues.ids import now_ms
@@ -64,7 +66,7 @@ def commit_partition(db: Engine, task: TaskSpec, part: Part, routed: Routed) -> 
     summary.wait_us = int(runs.await_turn(db, job, part.index, task.turn_timeout) * 1e6)
     started = time.perf_counter()
     with db.begin() as conn:
-        lease.verify(conn, lease.stream_resource(snapshot.stream), task.owner, now_ms())
+        leases.verify(conn, leases.stream_resource(snapshot.stream), task.owner, now_ms())
         if not runs.claim_part(conn, job, part.index):
             existing = runs.part_summary(conn, job, part.index)
             assert existing is not None  # the claim failed on its row, now committed

@@ -1,7 +1,7 @@
 """The driver of ``broker spark route``: lease, plan, then every partition routed and
 committed by its own task, in partition order.
 
-1. Take the stream's lease (``broker.spark.lease``): from then on no routing
+1. Take the stream's lease (``broker.store.leases``): from then on no routing
    service routes the stream, and none is half-way through a batch of it.
 2. In one transaction: housekeeping at the job's clock (written), the snapshot
    every task routes against (``broker.spark.snapshot``), the backlog as of now
@@ -38,23 +38,22 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
-from broker.config import Settings
-from broker.effects import Effect
-from broker.owners import owner_name
-from broker.service import broker_config
-from broker.spark import commit, lease, runs, task
+from broker.core.effects import Effect
+from broker.core.state import BrokerConfig
+from broker.core.system import DEFAULT_STREAM
+from broker.service.config import Settings, broker_config
+from broker.spark import commit, runs, task
 from broker.spark.partition import Stager, TaskSpec
 from broker.spark.plan import Plan, make_plan
 from broker.spark.runs import PartSummary
 from broker.spark.snapshot import PutContext, Snapshot, capture
-from broker.state import BrokerConfig
-from broker.store import StateStore
-from broker.system import DEFAULT_STREAM
+from broker.store import StateStore, leases
 from queues import QueueManager
 from queues.database import normalise_url
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.names import check_queue_name
+from queues.owners import owner_name
 from queues.reasons import Reason
 from queues.schema import messages
 
@@ -73,7 +72,7 @@ FETCH_SIZE = 2_000
 class JobOptions:
     stream: str = DEFAULT_STREAM
     partitions: int | None = None  # default: about plan.ROWS_PER_PARTITION messages, 2+ per core
-    lease_ms: int = lease.DEFAULT_LEASE_MS
+    lease_ms: int = leases.DEFAULT_LEASE_MS
     progress_seconds: float = 5.0
     turn_timeout: float = 600.0  # how long a partition waits for the one before it to commit
 
@@ -200,10 +199,10 @@ def run(spark: SparkSession, qm: QueueManager, settings: Settings, options: JobO
     )
     job = uuid.uuid4().hex
     owner = owner_name(f"spark:{job}")
-    resource = lease.stream_resource(stream)
+    resource = leases.stream_resource(stream)
     db = qm.engine
     started = time.perf_counter()
-    lease.take_over(qm, stream, owner, options.lease_ms)
+    leases.take_over(qm, stream, owner, options.lease_ms)
     log.info("stream leased", extra={"stream": stream, "owner": owner})
     finished = False
     try:
@@ -299,7 +298,7 @@ def _route(spark: SparkSession, url: str, spec: TaskSpec) -> PartSummary:
 def _finish(qm: QueueManager, plan: Plan, job: str, resource: str, owner: str) -> None:
     """Check that every partition committed and the whole backlog went; end the run."""
     with qm.engine.begin() as conn:
-        lease.verify(conn, resource, owner, now_ms())
+        leases.verify(conn, resource, owner, now_ms())
         done = runs.committed_parts(conn, job)
         if len(done) != len(plan.parts):
             raise JobError(f"{len(done)} of {len(plan.parts)} partitions committed")
@@ -307,7 +306,7 @@ def _finish(qm: QueueManager, plan: Plan, job: str, resource: str, owner: str) -
         if left:
             raise JobError(f"{left} messages of the backlog were not consumed")
         runs.end_run(conn, job)
-        lease.release(conn, resource, owner)
+        leases.release(conn, resource, owner)
 
 
 @contextmanager
@@ -332,9 +331,9 @@ def _monitor(
         while not stop.wait(interval):
             try:
                 with qm.engine.begin() as conn:
-                    lease.renew(conn, resource, owner, now_ms(), options.lease_ms)
+                    leases.renew(conn, resource, owner, now_ms(), options.lease_ms)
                     done = runs.committed_parts(conn, job)
-            except lease.LeaseError as exc:
+            except leases.LeaseError as exc:
                 lost.append(exc)
                 spark.sparkContext.cancelJobGroup(job)
                 return
@@ -374,6 +373,6 @@ def _abandon(qm: QueueManager, job: str, resource: str, owner: str) -> None:
     try:
         with qm.engine.begin() as conn:
             runs.end_run(conn, job)
-            lease.release(conn, resource, owner)
+            leases.release(conn, resource, owner)
     except Exception:
         log.exception("could not end the failed run; the next run will", extra={"job": job})

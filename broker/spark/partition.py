@@ -1,11 +1,11 @@
 """One partition of the backlog: rows in, ``engine.route``, message rows out.
 
 Each input row becomes exactly the :class:`~queues.Message` a get returns at
-the job's clock, is routed by :func:`broker.engine.route` against the
+the job's clock, is routed by :func:`broker.core.engine.route` against the
 executor's state (rebuilt once per Python process from the broadcast snapshot),
 and its outcome becomes the rows the service's ``_apply`` would have written:
 a put is the row :func:`queues.manager.message_row` builds for its queue, a put
-for a neighbour is the service's :func:`~broker.service.transmission` of it, a
+for a neighbour is :func:`~broker.core.neighbours.transmission` of it, a
 put that cannot be made (unknown queue, too big, put inhibited) and every
 DeadLetter effect is the dead-letter queue's row for the message behind an
 MQDLH. What depends on the partitions before this one is left for its turn
@@ -28,18 +28,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker import engine
-from broker.effects import DELIVERY, REPLY, DeadLetter, Effect, Outcome, Put, SetRetained
-from broker.routing import Source
-from broker.service import failed_outcome, transmission
+from broker.core import engine
+from broker.core.effects import DELIVERY, REPLY, DeadLetter, Effect, Outcome, Put, SetRetained
+from broker.core.engine import failed_outcome
+from broker.core.neighbours import transmission
+from broker.core.routing import Source
+from broker.core.state import BrokerState
 from broker.spark.plan import Part, Plan
 from broker.spark.runs import PartSummary, input_order
 from broker.spark.snapshot import Snapshot
-from broker.state import BrokerState
 from queues import sql
 from queues.errors import MQError
 from queues.ids import mq_date_time
-from queues.manager import _row_to_message, dead_letter_message, message_row
+from queues.manager import dead_letter_message, message_row, row_to_message
 from queues.message import Message
 from queues.names import DEAD_LETTER_QUEUE
 from queues.reasons import Reason
@@ -224,7 +225,7 @@ def route_rows(
         seq = input_order(row[_PRIORITY], row[_ID])
         routed.batches[seq] = (rank + batch_size - 1) // batch_size
         rank += 1
-        message = _row_to_message(row, now)
+        message = row_to_message(row, now)
         outcome = route_one(message, source, state, now, row[_ID])
         if outcome.command == "DeletePub":
             routed.ordered.append((seq, None, message))

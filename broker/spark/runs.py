@@ -16,10 +16,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
 
-from sqlalchemy import ColumnElement, Connection, Engine, Insert, Table, delete, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import ColumnElement, Connection, Engine, delete, func, insert, select, update
 
 from broker.spark.schema import parts, runs
+from queues import sql
 from queues.errors import MQError
 from queues.reasons import Reason
 from queues.schema import messages, queues
@@ -32,13 +32,6 @@ ORDER_SPAN = 1 << ORDER_BITS
 
 def input_order(priority: int, row_id: int) -> int:
     return (9 - priority) << ORDER_BITS | row_id
-
-
-def insert_new(conn: Connection, table: Table, key: tuple[str, ...]) -> Insert:
-    """An INSERT that leaves an existing row with the same ``key`` alone."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(key))
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=list(key))
 
 
 # -- runs ----------------------------------------------------------------------------------
@@ -114,7 +107,7 @@ SUMMARY_FIELDS = tuple(f.name for f in fields(PartSummary))
 def claim_part(conn: Connection, job: str, part: int) -> bool:
     """Mark ``part`` as committed by this transaction; False if another attempt did."""
     values = {"job": job, "part": part, **dict.fromkeys(SUMMARY_FIELDS, 0)}
-    stmt = insert_new(conn, parts, ("job", "part")).returning(parts.c.part)
+    stmt = sql.insert_new(conn, parts, ("job", "part")).returning(parts.c.part)
     return conn.execute(stmt, values).first() is not None
 
 

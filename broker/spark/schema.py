@@ -1,7 +1,7 @@
 """Tables of the Spark pipeline: the stream lease, the runs and their partitions.
 
 ``psb_leases`` keeps one routing service and one Spark job from both routing a
-stream queue (see ``broker.spark.lease``). ``psb_spark_runs`` records the job
+stream queue (see ``broker.store.leases``). ``psb_spark_runs`` records the job
 running on a stream; ``psb_spark_parts`` has a row for every partition it has
 committed, written in the partition's own transaction (``broker.spark.commit``),
 so that a second attempt of a partition writes nothing and partition ``k + 1``
@@ -19,14 +19,6 @@ from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
 from queues.schema import NAMING
 
 metadata = MetaData(naming_convention=NAMING)
-
-leases = Table(
-    "psb_leases",
-    metadata,
-    Column("resource", String(96), primary_key=True),  # e.g. stream:SYSTEM.BROKER.DEFAULT.STREAM
-    Column("owner", String(96), nullable=False),  # "" when free
-    Column("until", BigInteger, nullable=False),  # epoch ms; the lease lapses after it
-)
 
 runs = Table(
     "psb_spark_runs",

@@ -6,7 +6,7 @@ policy, the local queue definitions, the neighbours and the broker's
 configuration, plus the job's clock reading and the put context the queue manager
 stamps on what it puts. Spark broadcasts it pickled, inside the job's
 :class:`~broker.spark.partition.TaskSpec`; each executor's Python process rebuilds a
-:class:`~broker.state.BrokerState` from it once (:func:`broker.spark.task.prepared`
+:class:`~broker.core.state.BrokerState` from it once (:func:`broker.spark.task.prepared`
 caches it by job) and routes every partition it is given against it.
 
 Two deliberate omissions. Retained publications: a publication on a stream never
@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from broker import engine, store
-from broker.authority import AclRule, Authority
-from broker.effects import AddSubscription, Effect
-from broker.state import BrokerConfig, BrokerState, Neighbour, QueueInfo
-from broker.subscription import Subscription
+from broker import store
+from broker.core import engine
+from broker.core.authority import AclRule, Authority
+from broker.core.effects import AddSubscription, Effect
+from broker.core.state import BrokerConfig, BrokerState, Neighbour, QueueInfo
+from broker.core.subscription import Subscription
 from queues import sql
 from queues.definition import QueueDefinition
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from broker.collector import tune_collector
+from broker.core.state import BrokerState
+from broker.service.collector import tune_collector
 from broker.spark import commit, runs
 from broker.spark.partition import TaskSpec, route_rows
-from broker.state import BrokerState
 from queues import make_engine
 
 if TYPE_CHECKING:

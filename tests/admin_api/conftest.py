@@ -17,9 +17,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from admin_api import create_app
-from broker import accounts
-from broker.config import Settings
+from admin_api import accounts, create_app
+from broker.service.config import Settings
 from queues import QueueManager, Reason
 from tests.e2e.harness import ServiceThread, service
 
@@ -90,7 +89,7 @@ def assert_problem(response: httpx.Response, status: int, reason_name: str | Non
     assert response.headers["content-type"] == "application/problem+json"
     body: dict[str, Any] = response.json()
     assert body["status"] == status
-    assert body["instance"] == response.request.url.path
+    assert body["instance"] == response.request.url.raw_path.decode().split("?")[0]  # as sent
     assert {"type", "title", "detail"} <= body.keys()
     assert "Traceback" not in response.text
     if reason_name is not None:

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from admin_api import create_app
-from broker.config import Settings
+from broker.service.config import Settings
 from tests.admin_api.conftest import Api
 from tests.admin_api.test_security import LINK_TOKEN_ROUTES
 
@@ -54,3 +54,15 @@ def test_apps_share_nothing_but_the_database(api: Api) -> None:
         answer = other.get("/api/v1/acl/check", params=params, headers=api.auth("viewer")).json()
     assert (answer["allowed"], answer["default_policy"]) == (False, "deny")
     assert api.get("/api/v1/acl/check", params=params).json()["allowed"] is True
+
+
+def test_docs_load_swagger_ui_from_the_package_not_a_cdn(api: Api) -> None:
+    page = api.get("/docs", None)
+    assert page.status_code == 200
+    assert "/static/swagger-ui/swagger-ui-bundle.js" in page.text
+    assert "cdn" not in page.text.lower() and "https://" not in page.text
+    script = api.get("/static/swagger-ui/swagger-ui-bundle.js", None)
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert len(script.content) > 1_000_000  # swagger-ui-dist 5, whole
+    assert api.get("/static/swagger-ui/swagger-ui.css", None).status_code == 200
+    assert api.get("/redoc", None).status_code == 404  # it would load from a CDN

@@ -36,7 +36,7 @@ def test_changes_are_recorded_newest_first_with_outcome(api: Api) -> None:
     assert {k: newest[k] for k in ("method", "path", "resource", "summary", "status", "principal")} == {
         "method": "DELETE",
         "path": "/api/v1/queues/SCORES",
-        "resource": "/api/v1/queues/{name:path}",
+        "resource": "/api/v1/queues/{name}",
         "summary": {"name": "SCORES"},
         "status": 403,
         "principal": "vera",

@@ -6,8 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from admin_api.models import MessageIn, QueueAttributes, QueueCreate, RuleIn, SubscriptionCreate
-from broker.options import RegOpt
-from broker.psc import MAX_TOPIC_LENGTH
+from broker.protocol.options import RegOpt
+from broker.protocol.psc import MAX_TOPIC_LENGTH
 
 
 def test_queue_changes_are_only_the_attributes_given() -> None:

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from admin_api.routers import network as network_router
-from broker.effects import Put
+from admin_api import services as services_module
+from broker.core.effects import Put
+from broker.core.neighbours import transmission
 from broker.network import manage, wire
 from broker.network.channel import SENDER_HEADER
-from broker.service import transmission
 from queues import xqh
 from queues.message import Message
 from tests.admin_api.conftest import Api, assert_problem
@@ -49,7 +49,7 @@ def neighbours(monkeypatch: pytest.MonkeyPatch) -> dict[str, Handler]:
         return httpx.Client(transport=httpx.MockTransport(route))
 
     mocked = SimpleNamespace(**{**vars(httpx), "Client": client})  # httpx, its Client mocked
-    for module in (manage, network_router):
+    for module in (manage, services_module):
         monkeypatch.setattr(module, "httpx", mocked)
     return answers
 
@@ -67,6 +67,21 @@ def link(api: Api, name: str = "QMB", url: str = URL_B, token: str = TOKEN) -> N
 
 
 # -- neighbours ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "token", ["zürich-token-0123456789", "token with spaces 0123", "tab\ttoken-0123456789"]
+)
+@pytest.mark.parametrize("check_topology", [True, False])
+def test_a_link_token_that_is_not_printable_ascii_is_422(
+    api: Api, neighbours: dict[str, Handler], token: str, check_topology: bool
+) -> None:
+    """It travels as a bearer token in an HTTP header: printable ASCII without blanks."""
+    neighbours["QMB"] = routes({"QMB": ["QMB"]})
+    body = {"name": "QMB", "url": URL_B, "token": token, "check_topology": check_topology}
+    problem = assert_problem(api.post(NEIGHBOURS, json=body), 422)
+    assert "token" in json.dumps(problem)
+    assert api.get(NEIGHBOURS).json() == []
 
 
 def test_only_admins_define_and_remove_neighbours_and_viewers_see_them(api: Api) -> None:
@@ -122,7 +137,7 @@ def test_an_unreachable_neighbour_is_refused_unless_the_check_is_skipped(
     api: Api, neighbours: dict[str, Handler]
 ) -> None:
     body = {"name": "QMD", "url": "http://qmd.test:8080", "token": "link-token-qm1-qmd-0123456789"}
-    problem = assert_problem(api.post(NEIGHBOURS, json=body), 502, "MQRCCF_UNKNOWN_BROKER")
+    problem = assert_problem(api.post(NEIGHBOURS, json=body), 409, "MQRCCF_UNKNOWN_BROKER")
     assert problem["detail"].startswith("cannot verify the topology: QMD did not answer")
     neighbours["QMD"] = stranger  # up now, but it has not defined its side of the link yet
     added = api.post(NEIGHBOURS, json=body)

@@ -99,8 +99,22 @@ def test_the_index_type_is_none_unless_asked_and_can_be_altered(api: Api) -> Non
 def test_a_queue_name_with_a_slash_is_one_queue(api: Api) -> None:
     define(api, "APP/IN")
     api.qm.put("APP/IN", Message(body=b"x"))
-    assert api.get(f"{QUEUES}/APP/IN").json()["depth"] == 1
-    assert [m["body_text"] for m in api.get(f"{QUEUES}/APP/IN/messages").json()["items"]] == ["x"]
+    assert api.get(f"{QUEUES}/APP%2FIN").json()["depth"] == 1
+    assert [m["body_text"] for m in api.get(f"{QUEUES}/APP%2FIN/messages").json()["items"]] == ["x"]
+    created = api.post(QUEUES, "operator", json={"name": "APP/OUT"})
+    assert created.headers["Location"] == f"{QUEUES}/APP%2FOUT"
+    assert api.get(created.headers["Location"]).json()["name"] == "APP/OUT"
+
+
+def test_an_encoded_slash_never_reaches_another_queue_or_route(api: Api) -> None:
+    """``X%2Fmessages`` is the queue named ``X/messages``, not the messages of ``X``."""
+    define(api, "X")
+    api.qm.put("X", Message(body=b"x"))
+    assert_problem(api.get(f"{QUEUES}/X%2Fmessages"), 404, "MQRC_UNKNOWN_OBJECT_NAME")
+    assert "X/messages" in api.get(f"{QUEUES}/X%2Fmessages").json()["detail"]
+    wrong = api.request("PATCH", f"{QUEUES}/X/messages", json={"body_text": "hello"})
+    assert_problem(wrong, 405)
+    assert wrong.headers["Allow"] == "GET, POST"
 
 
 def test_put_text_and_base64_with_descriptor_fields(api: Api) -> None:
@@ -144,7 +158,7 @@ def test_put_errors_carry_the_mq_reason(api: Api) -> None:
         api.post(f"{QUEUES}/NOPE/messages", json={"body_text": "x"}), 404, "MQRC_UNKNOWN_OBJECT_NAME"
     )
     assert_problem(
-        api.post(f"{QUEUES}/TINY/messages", json={"body_text": "12345"}), 413, "MQRC_MSG_TOO_BIG_FOR_Q"
+        api.post(f"{QUEUES}/TINY/messages", json={"body_text": "12345"}), 409, "MQRC_MSG_TOO_BIG_FOR_Q"
     )
     assert api.post(f"{QUEUES}/TINY/messages", json={"body_text": "1"}).status_code == 201
     assert_problem(api.post(f"{QUEUES}/TINY/messages", json={"body_text": "2"}), 409, "MQRC_Q_FULL")
@@ -260,7 +274,7 @@ def test_retry_refuses_what_it_cannot_restore(api: Api) -> None:
     remote = dead_letter(api, "THEIRS", b"x", Reason.MQRC_UNKNOWN_REMOTE_Q_MGR, dest_qmgr="QM2").hex()
     assert_problem(api.post(f"/api/v1/dead-letters/{remote}/retry"), 409, "MQRC_UNKNOWN_REMOTE_Q_MGR")
     plain = api.qm.put(DEAD_LETTER_QUEUE, Message(body=b"no header")).hex()
-    assert_problem(api.post(f"/api/v1/dead-letters/{plain}/retry"), 422, "MQRC_MD_ERROR")
+    assert_problem(api.post(f"/api/v1/dead-letters/{plain}/retry"), 409, "MQRC_MD_ERROR")
     assert api.qm.depth(DEAD_LETTER_QUEUE) == 2
     assert_problem(api.post("/api/v1/dead-letters/0102/retry"), 422)
     assert api.qm.get(DEAD_LETTER_QUEUE, msg_id=bytes.fromhex(remote)).msg_id.hex() == remote

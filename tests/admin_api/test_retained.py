@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 
-from broker.authority import Permission
 from broker.client import BrokerClient
-from broker.options import PubOpt
+from broker.core.authority import Permission
+from broker.protocol.options import PubOpt
 from tests.admin_api.conftest import Api, assert_problem
 from tests.admin_api.test_subscriptions import deny
 from tests.e2e.harness import ServiceThread

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker import accounts
+from admin_api import accounts
 from tests.admin_api.conftest import Api, issue
 
 NONE = ""

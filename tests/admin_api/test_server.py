@@ -17,7 +17,7 @@ import pytest
 from admin_api import create_app
 from admin_api.server import serve
 from broker import store
-from broker.config import Settings
+from broker.service.config import Settings
 from queues import MQError, QueueManager, Reason, make_engine
 from tests.e2e.harness import service
 

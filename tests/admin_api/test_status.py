@@ -11,11 +11,12 @@ from sqlalchemy import update
 
 from admin_api import create_app
 from broker import store
-from broker.authority import Permission
 from broker.client import BrokerClient
-from broker.config import Settings
-from broker.schema import instances
+from broker.core.authority import Permission
+from broker.service.config import Settings
+from broker.store.schema import instances
 from queues.ids import now_ms
+from queues.names import DEAD_LETTER_QUEUE
 from tests.admin_api.conftest import Api, assert_problem
 from tests.admin_api.test_subscriptions import deny
 from tests.e2e.harness import ServiceThread
@@ -64,6 +65,21 @@ def test_status_sums_the_live_routers(api: Api, router: ServiceThread) -> None:
     assert [(e["where"], e["error"], e["instance"]) for e in status["last_errors"]] == [
         ("route", "boom", router.service.instance)
     ]
+
+
+def test_status_lists_the_broker_queues_that_cannot_be_used(api: Api, router: ServiceThread) -> None:
+    assert api.get("/api/v1/status", "viewer").json()["problems"] == []
+    api.qm.close_queues(router.service.instance)  # as if changed while the broker was stopped
+    api.qm.alter_queue(DEAD_LETTER_QUEUE, put_enabled=False)
+
+    (problem,) = api.get("/api/v1/status", "viewer").json()["problems"]
+
+    assert problem == {
+        "queue": DEAD_LETTER_QUEUE,
+        "reason": 2051,
+        "reason_name": "MQRC_PUT_INHIBITED",
+        "effect": "takes no dead letters: messages that cannot be routed stay on their queues",
+    }
 
 
 def test_routers_that_stopped_reporting_are_left_out(api: Api) -> None:

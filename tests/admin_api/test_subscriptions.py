@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker import store
-from broker.authority import AclRule, Permission, PrincipalKind
 from broker.client import BrokerClient
-from broker.system import CONTROL_QUEUE
+from broker.core.authority import AclRule, Permission, PrincipalKind
+from broker.core.system import CONTROL_QUEUE
 from queues import DEAD_LETTER_QUEUE, QueueManager
 from tests.admin_api.conftest import Api, assert_problem, start_api
 from tests.e2e.harness import ServiceThread, drain, service
@@ -74,16 +74,16 @@ def test_broker_errors_map_to_problems(api: Api, router: ServiceThread) -> None:
     deny(api.qm, "otto", "Secret")
     refused = assert_problem(subscribe(api, topics=["Secret/x"]), 403, "MQRCCF_NOT_AUTHORIZED")
     assert refused["topic"] == "Secret/x"
-    no_queue = assert_problem(subscribe(api, topics=["a"], queue="NO.SUCH.QUEUE"), 422, "MQRCCF_Q_NAME_ERROR")
+    no_queue = assert_problem(subscribe(api, topics=["a"], queue="NO.SUCH.QUEUE"), 404, "MQRCCF_Q_NAME_ERROR")
     assert (no_queue["parameter"], no_queue["detail"]) == (
         "QName",
         "the broker answered: error; MQRCCF_Q_NAME_ERROR (3076) [QName]",
     )
-    assert_problem(subscribe(api, topics=["a"], qmgr="ELSEWHERE"), 422, "MQRCCF_Q_MGR_NAME_ERROR")
+    assert_problem(subscribe(api, topics=["a"], qmgr="ELSEWHERE"), 404, "MQRCCF_Q_MGR_NAME_ERROR")
     assert subscribe(api, topics=["mine"], user_id="alice").status_code == 201
     assert_problem(subscribe(api, topics=["mine/too"]), 409, "MQRCCF_DUPLICATE_IDENTITY")
     named = subscribe(api, topics=["a", "b"], sub_name="both", user_id="alice")
-    assert_problem(named, 422, "MQRCCF_SUB_NAME_ERROR")
+    assert_problem(named, 409, "MQRCCF_SUB_NAME_ERROR")  # valid, refused by the broker
     with api.qm.reading() as conn:
         topics = [s.key.topic for _, s in store.list_subscriptions(conn, store.SubscriptionFilter())]
     assert topics == ["mine"]

@@ -10,12 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker import psc, rfh2, store
-from broker.authority import AclRule, Permission, PrincipalKind
+from broker import store
 from broker.client import BrokerClient, BrokerResponse, command_message
-from broker.options import DelOpt, PubOpt, RegOpt
-from broker.publication import broker_correl_id
-from broker.system import DEFAULT_STREAM
+from broker.core.authority import AclRule, Permission, PrincipalKind
+from broker.core.publication import broker_correl_id
+from broker.core.system import DEFAULT_STREAM
+from broker.protocol import psc, rfh2
+from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message, MQError, QueueManager, Reason
 from queues.message import (
     MQFMT_NONE,
@@ -285,7 +286,10 @@ def test_reply_timeout_names_the_likely_cause(qm: QueueManager) -> None:
     with BrokerClient(qm, timeout=0.2) as lonely, pytest.raises(MQError) as raised:
         lonely.publish("Any/Topic", "hello?")
     assert raised.value.reason == Reason.MQRC_NO_MSG_AVAILABLE
-    assert raised.value.detail == "no response from the broker within 0.2 s: is 'broker serve' running?"
+    assert raised.value.detail == (
+        "no response from the broker within 0.2 s: is 'broker serve' running on this database? The "
+        "Publish stays on SYSTEM.BROKER.DEFAULT.STREAM and takes effect when a broker routes it"
+    )
     assert qm.depth(DEFAULT_STREAM) == 1
 
 

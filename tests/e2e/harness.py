@@ -1,7 +1,7 @@
 """What the service, client and CLI tests share: a routing service in this process, and readers for
 the queues it writes (subscriber queues, reply queues, the dead-letter queue).
 
-The service is the real :class:`~broker.service.RoutingService` on a real database; tests either
+The service is the real :class:`~broker.service.router.RoutingService` on a real database; tests either
 drive it a batch at a time (``run_once``/``route_queue``) or let :class:`ServiceThread` run its
 loop while a client waits for replies, exactly as ``broker serve`` would.
 """
@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine, inspect, text
 
 from broker.client import ReceivedPublication, decode_publication
-from broker.config import Settings
-from broker.service import RoutingService
+from broker.service.config import Settings
+from broker.service.router import RoutingService
 from queues import DEAD_LETTER_QUEUE, Message, NoMessageAvailable, QueueManager, dlh
 from queues.message import derive
 from tests.queues import databases

@@ -31,10 +31,10 @@ from typing import Any
 
 import psycopg
 
-from broker import psc
 from broker.client import command_message
-from broker.options import PubOpt
-from broker.system import DEFAULT_STREAM
+from broker.core.system import DEFAULT_STREAM
+from broker.protocol import psc
+from broker.protocol.options import PubOpt
 from queues import MQError, QueueManager, Reason, make_engine
 
 BROKER = Path(sys.executable).with_name("broker")
@@ -50,12 +50,21 @@ def child_environment() -> dict[str, str]:
 class ServeProcess:
     """One ``broker serve`` process (restartable: each start is a new process, same log file)."""
 
-    def __init__(self, url: str, workdir: Path, name: str, batch_size: int, routers: int = 1) -> None:
+    def __init__(
+        self,
+        url: str,
+        workdir: Path,
+        name: str,
+        batch_size: int,
+        routers: int = 1,
+        api_port: int | None = None,
+    ) -> None:
         self.url = url
         self.workdir = workdir
         self.name = name
         self.batch_size = batch_size
         self.routers = routers
+        self.api_port = api_port  # with --api on this port
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -83,6 +92,8 @@ class ServeProcess:
             "--routers",
             str(self.routers),
         ]
+        if self.api_port is not None:
+            argv += ["--api", "--port", str(self.api_port)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 argv,
@@ -155,8 +166,10 @@ class Brokers:
         self.processes: list[ServeProcess] = []
         self._qm: QueueManager | None = None
 
-    def start(self, name: str = "broker", *, batch_size: int = 5, routers: int = 1) -> ServeProcess:
-        process = ServeProcess(self.url, self.workdir, name, batch_size, routers)
+    def start(
+        self, name: str = "broker", *, batch_size: int = 5, routers: int = 1, api_port: int | None = None
+    ) -> ServeProcess:
+        process = ServeProcess(self.url, self.workdir, name, batch_size, routers, api_port)
         self.processes.append(process)
         return process.start()
 

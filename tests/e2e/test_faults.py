@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from broker import owners, store
+from broker import store
 from broker.client import BrokerClient, decode_publication
-from broker.options import RegOpt
-from broker.system import CONTROL_QUEUE, DEFAULT_STREAM
-from queues import QueueManager
+from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.protocol.options import RegOpt
+from queues import QueueManager, owners
 from queues.errors import MQError
 from queues.reasons import Reason
 from tests.e2e.processes import Brokers, PrivateCluster, Publisher, wait_until

@@ -12,10 +12,10 @@ import time
 import pytest
 
 from broker import store
-from broker.authority import AclRule, Permission, PrincipalKind
 from broker.client import BrokerClient, BrokerResponse, decode_publication
-from broker.options import PubOpt, RegOpt
-from broker.system import DEFAULT_STREAM
+from broker.core.authority import AclRule, Permission, PrincipalKind
+from broker.core.system import DEFAULT_STREAM
+from broker.protocol.options import PubOpt, RegOpt
 from tests.e2e.harness import bodies, drain
 from tests.e2e.processes import Brokers, Publisher, wait_until
 

@@ -106,6 +106,16 @@ def test_a_claimants_own_leftovers_are_given_back_at_its_next_claim(qm, queue):
         consume(qm, first)
 
 
+def test_a_claim_passes_over_the_messages_it_is_told_to_skip(qm, queue):
+    first = claim(qm, 2)
+    qm.release_claim(first)
+    with qm.unit_of_work() as uow:
+        passing = uow.claim_batch(queue, 2, skip=first.ids)
+
+    assert bodies(passing.messages) == [b"m2", b"m3"]
+    assert qm.get(queue).body == b"m0"  # still there, for every other getter
+
+
 def test_a_claim_whose_messages_went_meanwhile_is_lost_and_writes_nothing(qm, engine, queue):
     claimed = claim(qm, 3)
     with engine.begin() as conn:  # an operator clears one of them
@@ -139,6 +149,58 @@ def test_a_later_turn_waits_for_the_earlier_one_to_be_consumed(qm, other, queue)
     held_back(lambda: qm.await_claim_turn(second), lambda: consume(other, first))
     consume(qm, second)
     assert qm.get(queue).body == b"m4"
+
+
+@sqlite_only
+def test_a_turn_whose_live_owner_makes_no_progress_is_taken_from_it(
+    qm: QueueManager, other: QueueManager, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stopped router holds its lock file but shows no progress: past the turn timeout the
+    claim behind it takes its messages back (and gives back its own, so theirs go first)."""
+    qm.turn_timeout = 1.5
+    theirs = claim(other, 2)
+    mine = claim(qm, 2)
+
+    with pytest.raises(ClaimLost):
+        qm.await_claim_turn(mine)
+
+    waiting, taken = (
+        [r for r in caplog.records if r.msg == msg]
+        for msg in ("waiting for an earlier claim turn", "claim turn taken over: its owner made no progress")
+    )
+    assert [(r.queue, r.owner) for r in waiting] == [(queue, other.claimant.token)]  # type: ignore[attr-defined]
+    assert [(r.owner, r.messages) for r in taken] == [(other.claimant.token, 2)]  # type: ignore[attr-defined]
+    assert taken[0].idle_seconds >= 1.5  # type: ignore[attr-defined]
+    qm.release_claim(mine)
+    assert bodies(claim(qm, 5).messages) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    with pytest.raises(ClaimLost):  # should the stopped router carry on, it writes nothing
+        consume(other, theirs)
+
+
+@sqlite_only
+def test_a_live_owner_that_shows_progress_keeps_its_turn(
+    qm: QueueManager, other: QueueManager, queue: str
+) -> None:
+    qm.turn_timeout = other.turn_timeout = 0.5  # the same setting for every router
+    theirs = claim(other, 2)
+    mine = claim(qm, 2)
+    routing = threading.Event()
+    routing.set()
+
+    def route_slowly() -> None:  # a long batch: four turn timeouts, showing progress
+        with other.unit_of_work(read_only=True) as reader:
+            while routing.is_set():
+                reader.show_progress()
+                time.sleep(0.01)
+
+    router = threading.Thread(target=route_slowly)
+    router.start()
+    held_back(
+        lambda: qm.await_claim_turn(mine), lambda: (time.sleep(2), routing.clear(), consume(other, theirs))
+    )
+    router.join()
+    consume(qm, mine)
+    assert qm.depth(queue) == 1
 
 
 def _claim_and_die(url: str, ready: object) -> None:

@@ -100,3 +100,20 @@ def test_sqlite_engines_are_left_as_they_were(tmp_path: object) -> None:
             assert conn.execute(text("PRAGMA journal_mode")).scalar_one() == "wal"
     finally:
         engine.dispose()
+
+
+def test_the_operator_is_told_when_postgresql_runs_without_autovacuum(pg_engine: Engine) -> None:
+    with pg_engine.connect() as conn:
+        autovacuum = conn.exec_driver_sql("SHOW autovacuum").scalar_one()
+    warnings = database.maintenance_warnings(pg_engine)
+    if autovacuum == "on":
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert warning.startswith("autovacuum is off") and "ANALYZE mq_messages" in warning
+
+
+def test_sqlite_needs_no_maintenance_advice(tmp_path: object) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/q.db")
+    assert database.maintenance_warnings(engine) == []
+    engine.dispose()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -183,10 +184,14 @@ def test_describe_shows_every_field_and_a_text_body():
     assert lines[0] == f"  {'msg_id':<14} {bytes(range(24)).hex()!r}"
     assert f"  {'priority':<14} 7" in lines
     assert f"  {'reply_to_q':<14} 'REPLY.Q'" in lines
-    assert lines[-2:] == [f"  {'body':<14} 5 bytes", "hello"]
-    assert len(lines) == 18 + 2
+    assert lines[-2:] == [f"  {'body':<14} 5 bytes, text", "hello"]
+    assert len(lines) == 18 + 3
+    # PutDate/PutTime are GMT; the line after them says when that was, in local time
+    put_at = datetime.fromisoformat(lines[-3].split()[-1])
+    assert put_at.utcoffset() is not None
+    assert put_at == datetime(2024, 2, 29, 12, 34, 56, 780_000, tzinfo=UTC)
 
 
 def test_describe_hexdumps_a_binary_body():
     text = describe(Message(body=b"\x00\x01AB"))
-    assert text.endswith(f"  {'body':<14} 4 bytes\n00000000:  0001 4142{' ' * 32}'..AB'")
+    assert text.endswith(f"  {'body':<14} 4 bytes, binary (hex)\n00000000:  0001 4142{' ' * 32}'..AB'")

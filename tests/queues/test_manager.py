@@ -712,6 +712,20 @@ def test_a_2033_inside_a_unit_of_work_backs_out_what_it_did(qm):
     assert qm.browse("APP.Q")[0].message.backout_count == 1
 
 
+def test_a_get_passes_over_the_messages_it_is_told_to_skip(qm):
+    qm.define_queue("APP.Q")
+    qm.put_many([("APP.Q", msg(n)) for n in range(4)])
+    with qm.unit_of_work() as uow:
+        uow.get_batch("APP.Q", 2)
+        skipped = uow.gotten
+        uow.backout()
+
+    with qm.unit_of_work() as uow:
+        assert [m.body for m in uow.get_batch("APP.Q", 5, skip=skipped)] == [b"m2", b"m3"]
+        assert uow.get_batch("APP.Q", 5, skip=skipped) == []
+    assert [(m.body, m.backout_count) for m in drain(qm, "APP.Q")] == [(b"m0", 1), (b"m1", 1)]
+
+
 def _get_and_back_out(qm: QueueManager, queue: str) -> Message:
     with qm.unit_of_work() as uow:
         got = uow.get(queue)
@@ -792,6 +806,29 @@ def test_a_full_backout_queue_means_the_dead_letter_queue_with_2053(qm):
     _get_and_back_out(qm, "APP.Q")
     [(_, header, data)] = _dead_letters(qm)
     assert (header.reason, header.dest_q_name, data) == (2053, "APP.BO", b"m1")
+
+
+@pytest.mark.parametrize("dead_letter_queue", ["too small", "deleted"])
+def test_a_backout_leaves_a_message_that_nothing_can_take_where_it_is(
+    qm: QueueManager, dead_letter_queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past the threshold, a message that neither its backout queue nor the dead-letter
+    queue takes stays on its queue with its count raised: the backout itself never fails."""
+    qm.define_queue("APP.Q", backout_threshold=1, backout_requeue_q="APP.BO")
+    qm.define_queue("APP.BO", max_depth=0)
+    if dead_letter_queue == "deleted":
+        qm.delete_queue(DEAD_LETTER_QUEUE)
+    else:
+        qm.alter_queue(DEAD_LETTER_QUEUE, max_msg_length=100)
+    qm.put("APP.Q", Message(body=b"x" * 200))
+
+    _get_and_back_out(qm, "APP.Q")
+
+    (left,) = [b.message for b in qm.browse("APP.Q")]
+    assert (left.body, left.backout_count) == (b"x" * 200, 1)
+    (record,) = [r for r in caplog.records if r.msg == "backout threshold reached; message left on its queue"]
+    reason = 2085 if dead_letter_queue == "deleted" else 2030
+    assert (record.queue, record.reason) == ("APP.Q", reason)  # type: ignore[attr-defined]
 
 
 def test_put_many_dead_letters_what_cannot_be_put(qm):

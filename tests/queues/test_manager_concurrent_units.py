@@ -8,6 +8,7 @@ counter on the unit's own connection; here another unit of work really does it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -118,3 +119,58 @@ def test_a_claim_that_fails_in_turn_leaves_claims_unlocked(
         ).scalar_one()
         assert locked == 0
         assert [m.body for m in uow.get_batch("STREAM", 1, in_turn=True)] == [b"m0"]
+
+
+def test_a_turn_whose_owner_makes_no_progress_is_ended_by_the_server(
+    qm: QueueManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An owner that stops sending (a stopped process) loses its turn within the turn timeout:
+    the server ends its transaction, the turn behind it goes on, and nothing it did is kept."""
+    stalled = QueueManager(qm.engine, turn_timeout=2)
+    qm.define_queue("STREAM")
+    qm.define_queue("OUT")
+    qm.put_many([("STREAM", Message(body=f"m{i}".encode())) for i in range(4)])
+    claimed = threading.Event()
+    outcome: list[BaseException] = []
+
+    def stopped_owner() -> None:
+        try:
+            with stalled.unit_of_work() as uow:
+                uow.get_batch("STREAM", 2, in_turn=True)
+                claimed.set()
+                time.sleep(4)  # as if stopped: it sends nothing
+                uow.put("OUT", Message(body=b"late"))
+        except MQError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=stopped_owner)
+    thread.start()
+    assert claimed.wait(10)
+    started = time.monotonic()
+    with qm.unit_of_work() as uow:
+        assert [m.body for m in uow.get_batch("STREAM", 2, in_turn=True)] == [b"m2", b"m3"]
+        uow.await_turn()
+        uow.put("OUT", Message(body=b"on time"))
+    waited = time.monotonic() - started
+    thread.join(10)
+
+    assert 1.9 < waited < 3.5
+    assert [exc.reason for exc in outcome] == [2009]  # MQRC_CONNECTION_BROKEN: it reconnects
+    assert bodies(qm, "OUT") == [b"on time"]
+    assert bodies(qm, "STREAM") == [b"m0", b"m1"]  # back in their place, routed by the next claim
+    (record,) = [r for r in caplog.records if r.msg == "waited for an earlier claim turn"]
+    assert record.seconds >= 1.9  # type: ignore[attr-defined]
+
+
+def test_a_turn_whose_owner_shows_progress_is_kept(qm: QueueManager) -> None:
+    """A long batch that keeps showing progress (``UnitOfWork.show_progress``) keeps its turn."""
+    slow = QueueManager(qm.engine, turn_timeout=1)
+    qm.define_queue("STREAM")
+    qm.put_many([("STREAM", Message(body=f"m{i}".encode())) for i in range(2)])
+    with slow.unit_of_work() as uow:
+        uow.get_batch("STREAM", 1, in_turn=True)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            uow.show_progress()
+            time.sleep(0.05)
+    assert bodies(qm, "STREAM") == [b"m1"]

@@ -1,0 +1,242 @@
+"""Who may use the admin API, and what they did with it: tokens and the audit log in SQL.
+
+Tokens are random secrets shown once, when they are created; the database keeps
+only their SHA-256, so a stolen backup or a read-only SQL login grants nothing.
+A secret carries 256 bits of entropy, so a plain (unsalted, fast) hash is enough:
+nothing about it can be guessed, only looked up. Listings show a short public
+prefix instead. A token is never deleted, only revoked, so that audit entries
+keep pointing at the token that made them.
+
+Like ``broker.store``, this module is the only place with SQL on its tables; the
+admin API and the ``broker token`` CLI call it with a connection of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from admin_api.schema import api_audit, api_tokens
+from queues.errors import MQError
+from queues.ids import now_ms
+from queues.message import USER_ID_LENGTH
+from queues.reasons import Reason
+
+SECRET_PREFIX = "mqa_"
+PREFIX_LENGTH = 12
+# The principal becomes the MQMD UserIdentifier of commands sent on the token's behalf.
+_PRINCIPAL = re.compile(rf"[!-~]{{1,{USER_ID_LENGTH}}}")
+MAX_SUMMARY_CHARS = 8192
+
+
+class Role(StrEnum):
+    """What a token may do; each role may do everything the roles before it may."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+    @property
+    def rank(self) -> int:
+        return _RANKS[self]
+
+    def allows(self, needed: Role) -> bool:
+        return self.rank >= needed.rank
+
+
+_RANKS = {role: rank for rank, role in enumerate(Role)}
+
+
+class AccountError(MQError):
+    """4005 MQRCCF_ATTR_VALUE_ERROR: a role or principal a token cannot have."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Reason.MQRCCF_ATTR_VALUE_ERROR, message)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    token_id: int
+    prefix: str
+    role: Role
+    principal: str
+    created_at: int
+    revoked_at: int | None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A new token and its secret: the only time the secret exists outside its holder."""
+
+    token: Token
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    entry_id: int
+    at: int
+    token_id: int | None
+    principal: str
+    method: str
+    path: str
+    resource: str
+    summary: dict[str, Any]
+    status: int
+
+
+def check_role(role: str) -> Role:
+    try:
+        return Role(role)
+    except ValueError:
+        raise AccountError(f"role {role!r} is not one of {', '.join(Role)}") from None
+
+
+def check_principal(principal: str) -> str:
+    if _PRINCIPAL.fullmatch(principal) is None:
+        raise AccountError(
+            f"principal {principal!r} must be 1 to {USER_ID_LENGTH} printable ASCII characters without"
+            " blanks: it is sent as the MQMD UserIdentifier"
+        )
+    return principal
+
+
+def secret_hash(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
+
+
+def _token(row: Any) -> Token:
+    return Token(row.id, row.prefix, Role(row.role), row.principal, row.created_at, row.revoked_at)
+
+
+def create_token(conn: Connection, role: str, principal: str) -> IssuedToken:
+    checked_role, checked_principal = check_role(role), check_principal(principal)
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    created_at = now_ms()
+    result = conn.execute(
+        insert(api_tokens).values(
+            prefix=secret[:PREFIX_LENGTH],
+            secret_hash=secret_hash(secret),
+            role=str(checked_role),
+            principal=checked_principal,
+            created_at=created_at,
+        )
+    )
+    token_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+    token = Token(token_id, secret[:PREFIX_LENGTH], checked_role, checked_principal, created_at, None)
+    return IssuedToken(token, secret)
+
+
+def authenticate(conn: Connection, secret: str) -> Token | None:
+    """The live token with this secret, or None (unknown or revoked)."""
+    row = conn.execute(
+        select(api_tokens).where(
+            api_tokens.c.secret_hash == secret_hash(secret), api_tokens.c.revoked_at.is_(None)
+        )
+    ).first()
+    return None if row is None else _token(row)
+
+
+def get_token(conn: Connection, token_id: int) -> Token | None:
+    row = conn.execute(select(api_tokens).where(api_tokens.c.id == token_id)).first()
+    return None if row is None else _token(row)
+
+
+def list_tokens(conn: Connection, *, after_id: int = 0, limit: int | None = 100) -> list[Token]:
+    """Oldest first, after ``after_id``; ``limit`` None lists them all."""
+    stmt = select(api_tokens).where(api_tokens.c.id > after_id).order_by(api_tokens.c.id).limit(limit)
+    return [_token(row) for row in conn.execute(stmt)]
+
+
+def revoke_token(conn: Connection, token_id: int, *, last_admin: bool = False) -> Token | None:
+    """Revoke the token (revoking twice keeps the first time); None if there is no such token.
+
+    The last live admin token is kept unless ``last_admin``: without one, nobody could
+    manage tokens, rules or the audit log through the API again (only the CLI, on the
+    database itself, could make another)."""
+    token = get_token(conn, token_id)
+    if token is not None and not last_admin and _last_live_admin(conn, token):
+        raise MQError(
+            Reason.MQRC_OBJECT_IN_USE,
+            f"token {token_id} is the last live admin token: create another admin token first "
+            "(revoking it would leave the API without an administrator)",
+        )
+    conn.execute(
+        update(api_tokens)
+        .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=now_ms())
+    )
+    return get_token(conn, token_id)
+
+
+def _last_live_admin(conn: Connection, token: Token) -> bool:
+    if token.revoked or token.role != Role.ADMIN:
+        return False
+    others = select(func.count()).where(
+        api_tokens.c.role == str(Role.ADMIN),
+        api_tokens.c.revoked_at.is_(None),
+        api_tokens.c.id != token.token_id,
+    )
+    return conn.execute(others).scalar_one() == 0
+
+
+def record(
+    conn: Connection,
+    *,
+    token_id: int | None,
+    principal: str,
+    method: str,
+    path: str,
+    resource: str,
+    summary: dict[str, Any],
+    status: int,
+) -> int:
+    """Append one audit entry; a summary too large to keep is replaced by a note saying so."""
+    text = json.dumps(summary, ensure_ascii=False, default=str, sort_keys=True)
+    if len(text) > MAX_SUMMARY_CHARS:
+        text = json.dumps({"truncated": True, "chars": len(text)})
+    result = conn.execute(
+        insert(api_audit).values(
+            at=now_ms(),
+            token_id=token_id,
+            principal=principal[:64],
+            method=method[:8],
+            path=path,
+            resource=resource[:128],
+            summary=text,
+            status=status,
+        )
+    )
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def list_audit(conn: Connection, *, before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+    """Newest first; pass the last entry's id as ``before_id`` for the next page."""
+    stmt = select(api_audit).order_by(api_audit.c.id.desc()).limit(limit)
+    if before_id is not None:
+        stmt = stmt.where(api_audit.c.id < before_id)
+    return [
+        AuditEntry(
+            row.id,
+            row.at,
+            row.token_id,
+            row.principal,
+            row.method,
+            row.path,
+            row.resource,
+            json.loads(row.summary),
+            row.status,
+        )
+        for row in conn.execute(stmt)
+    ]

@@ -1,0 +1,81 @@
+"""What routing a command decides, as plain data for a shell to carry out.
+
+The engine never writes anything: it returns effects. The service loop applies
+them in one transaction, the Spark job writes them idempotently, tests compare
+them. State-changing effects are also applied to the in-memory
+:class:`~broker.core.state.BrokerState` by :meth:`~broker.core.state.BrokerState.apply`,
+so that the next command of a batch sees them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.core.retained import RetainedPublication
+from broker.core.subscription import Subscription, SubscriptionKey
+from queues.message import Message
+
+# Why a message is put: counted separately in statistics and logs.
+DELIVERY = "delivery"
+REPLY = "reply"
+FORWARD = "forward"
+PROXY = "proxy"
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Put ``message`` on ``queue`` at ``q_mgr`` ("" = this queue manager)."""
+
+    queue: str
+    message: Message
+    q_mgr: str = ""
+    kind: str = DELIVERY
+    topic: str = ""  # for deliveries: the (first) topic, for logs
+
+
+@dataclass(frozen=True, slots=True)
+class AddSubscription:
+    """Register ``subscription``, replacing any with the same key."""
+
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveSubscription:
+    key: SubscriptionKey
+
+
+@dataclass(frozen=True, slots=True)
+class SetRetained:
+    publication: RetainedPublication
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRetained:
+    sub_point: str
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """The command message cannot be processed: dead-letter it with ``reason``."""
+
+    message: Message
+    queue: str  # where it was put (the broker's input queue)
+    reason: int
+
+
+Effect = Put | AddSubscription | RemoveSubscription | SetRetained | DeleteRetained | DeadLetter
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The effects of routing one message, and a summary for logs and metrics."""
+
+    effects: tuple[Effect, ...]
+    command: str | None  # Publish, RegSub, ... ; None when not even that could be read
+    completion: str  # ok | warning | error
+    reason: int = 0  # the first error or warning reason
+    refused_topics: tuple[str, ...] = ()
+    detail: str = ""
+    counts: dict[str, int] = field(default_factory=dict)  # puts by kind

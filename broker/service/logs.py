@@ -1,0 +1,70 @@
+"""Structured logging: one JSON object per line, with every ``extra`` field, or the same
+fields as readable text.
+
+Operators grep and ship these lines; the routing loop logs what it routed,
+what it refused and why as fields (``reason``, ``reason_name``, ``topic``...)
+rather than prose, so they can be counted without parsing sentences. The format
+``auto`` (the default) writes text when standard error is a terminal, where a
+person reads it, and JSON otherwise, where a collector does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "pid": record.process,  # routers sharing a log (``routers`` > 1) told apart
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """Human-readable lines: local ISO-8601 time, level, pid, the message, then the
+    structured fields as key=value."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extras = " ".join(
+            f"{k}={v}" for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+        )
+        when = datetime.fromtimestamp(record.created).astimezone().isoformat(timespec="milliseconds")
+        base = f"{when} {record.levelname:<7} [{record.process}] {record.getMessage()}"
+        text = f"{base} {extras}" if extras else base
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def configure(level: str = "INFO", fmt: str = "auto") -> None:
+    """Log to standard error in ``fmt``: ``json``, ``text``, or ``auto`` (text on a terminal)."""
+    if fmt == "auto":
+        fmt = "text" if sys.stderr.isatty() else "json"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # Alembic narrates every migration step, and httpx every request (the channels and the
+    # topology check), at INFO: operators only need their warnings.
+    for chatty in ("alembic", "httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))

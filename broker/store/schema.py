@@ -1,0 +1,167 @@
+"""Tables of the broker's state, beside the queue manager's (``queues.schema``).
+
+Subscriptions and retained publications are keyed by a hash of their key
+(identity, subscription point, topic, filter), because topics may be 10,240
+characters long and PostgreSQL cannot index values that large. Every change is
+recorded in ``psb_changes`` under a version taken from ``psb_meta`` in the same
+transaction: a broker process compares one number per batch and re-reads only
+what changed, so a subscription made through the admin API or by a second
+broker process reaches every router within one batch.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+from queues.schema import NAMING, Id
+
+metadata = MetaData(naming_convention=NAMING)
+
+TOPIC_HEAD = 200
+# "C" collation on PostgreSQL so that a prefix is a contiguous range whatever the
+# database's locale (SQLite's default collation is already bytewise).
+TopicHead = String(TOPIC_HEAD).with_variant(String(TOPIC_HEAD, collation="C"), "postgresql")
+
+meta = Table(
+    "psb_meta",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, nullable=False),
+)
+
+changes = Table(
+    "psb_changes",
+    metadata,
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("entity", String(16), primary_key=True),  # subscription | retained | acl | neighbour
+    Column("entity_key", LargeBinary(24), primary_key=True),
+    Column("changed_at", BigInteger, nullable=False),
+)
+
+subscriptions = Table(
+    "psb_subscriptions",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("key_hash", LargeBinary(24), nullable=False, unique=True),
+    Column("q_mgr", String(48), nullable=False),
+    Column("queue", String(48), nullable=False),
+    Column("correl_id", LargeBinary(24), nullable=True),
+    Column("sub_point", Text, nullable=False),
+    Column("topic", Text, nullable=False),
+    # The topic's first TOPIC_HEAD characters, bytewise-ordered: what a topic-prefix listing
+    # filters on with an index range (a 10,240-character topic cannot be indexed itself).
+    Column("topic_head", TopicHead, nullable=False),
+    Column("filter", Text, nullable=True),
+    Column("user_id", String(12), nullable=False),
+    Column("options", Integer, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("sub_name", Text, nullable=True),
+    Column("sub_user_data", Text, nullable=True),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("temporary", SmallInteger, nullable=False),
+    Column("members", Text, nullable=False),  # JSON list of SubIdentity values
+    Column("exclusive", Text, nullable=True),
+    Column("origin", String(48), nullable=True),
+)
+# Listings page by id within a queue or a user (admin API keyset paging): one index range per page.
+Index("ix_psb_subscriptions_queue_id", subscriptions.c.queue, subscriptions.c.id)
+Index("ix_psb_subscriptions_user_id_id", subscriptions.c.user_id, subscriptions.c.id)
+Index("ix_psb_subscriptions_topic_head_id", subscriptions.c.topic_head, subscriptions.c.id)
+
+retained = Table(
+    "psb_retained",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("key_hash", LargeBinary(24), nullable=False, unique=True),
+    Column("sub_point", Text, nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("retained_at", BigInteger, nullable=False),
+    Column("msg_id", LargeBinary(24), nullable=False),
+    Column("correl_id", LargeBinary(24), nullable=False),
+    Column("format", String(8), nullable=False),
+    Column("encoding", Integer, nullable=False),
+    Column("ccsid", Integer, nullable=False),
+    Column("msg_type", Integer, nullable=False),
+    Column("report", Integer, nullable=False),
+    Column("reply_to_q", String(48), nullable=False),
+    Column("reply_to_qmgr", String(48), nullable=False),
+    Column("user_id", String(12), nullable=False),
+    Column("persistence", SmallInteger, nullable=False),
+    Column("priority", SmallInteger, nullable=False),
+    Column("expiry", Integer, nullable=False),
+    Column("put_appl_type", Integer, nullable=False),
+    Column("put_appl_name", String(28), nullable=False),
+    Column("put_date", String(8), nullable=False),
+    Column("put_time", String(8), nullable=False),
+    Column("body", LargeBinary, nullable=False),
+)
+
+acl_rules = Table(
+    "psb_acl_rules",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("principal", String(64), nullable=False),
+    Column("kind", String(8), nullable=False),  # user | group
+    Column("pattern", Text, nullable=False),
+    Column("permission", String(16), nullable=False),  # publish | subscribe
+    Column("allow", SmallInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+group_members = Table(
+    "psb_group_members",
+    metadata,
+    Column("group_name", String(64), primary_key=True),
+    Column("user_id", String(64), primary_key=True),
+)
+
+instances = Table(
+    "psb_instances",
+    metadata,
+    Column("instance", String(96), primary_key=True),  # host:pid:start
+    Column("role", String(16), nullable=False),  # router | api
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+    Column("stats", Text, nullable=False),  # JSON counters and the last errors
+)
+
+# The links to neighbouring brokers: routing needs their names (``broker.network`` runs them).
+neighbours = Table(
+    "psb_neighbours",
+    metadata,
+    Column("name", String(48), primary_key=True),  # the neighbour's queue manager name
+    Column("url", Text, nullable=False),  # its admin API base URL (inbound channel endpoint)
+    Column("token", Text, nullable=False),  # the link's shared secret, sent and expected
+    Column("epoch", String(32), nullable=False),  # fixed when this side defined the link
+    Column("next_batch", BigInteger, nullable=False),  # sender: the next batch number
+    Column("received_batch", BigInteger, nullable=False),  # receiver: the last batch taken
+    Column("received_epoch", String(32), nullable=True),  # receiver: the sender's epoch
+    Column("synced", SmallInteger, nullable=False),  # proxies sent to it since it was linked
+    Column("sender_owner", String(96), nullable=True),  # which broker process runs the channel
+    Column("sender_lease_until", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("last_sent_at", BigInteger, nullable=True),
+    Column("last_received_at", BigInteger, nullable=True),
+    Column("last_error", Text, nullable=True),
+)
+
+# Who may route a stream queue, and until when (``broker.store.leases``).
+leases = Table(
+    "psb_leases",
+    metadata,
+    Column("resource", String(96), primary_key=True),  # e.g. stream:SYSTEM.BROKER.DEFAULT.STREAM
+    Column("owner", String(96), nullable=False),  # "" when free
+    Column("until", BigInteger, nullable=False),  # epoch ms; the lease lapses after it
+)

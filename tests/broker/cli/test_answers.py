@@ -1,0 +1,199 @@
+"""What the ``broker`` command answers when something is wrong, run as the real command in a
+subprocess: one line, with the MQ reason where there is one, a non-zero exit code, never a
+traceback, never a message lost; and the hints a newcomer needs to take the next step."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from queues import MQError, QueueManager, Reason, make_engine
+from tests.e2e.processes import BROKER, Brokers, child_environment
+
+
+@dataclass
+class Command:
+    url: str
+    cwd: Path
+
+    def __call__(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BROKER), "--db", self.url, *argv],
+            cwd=self.cwd,
+            env=child_environment(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]  # JSON log lines aside
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def broker(database_url: str, tmp_path: Path) -> Command:
+    command = Command(database_url, tmp_path)
+    assert command("db", "upgrade").returncode == 0
+    return command
+
+
+@pytest.fixture
+def served(broker: Command, tmp_path: Path) -> Iterator[Command]:
+    brokers = Brokers(broker.url, tmp_path)
+    brokers.start()
+    yield broker
+    brokers.close()
+
+
+def test_a_get_whose_output_is_closed_leaves_the_message_on_its_queue(broker: Command) -> None:
+    """``broker get Q | head``: the message goes only once it has been written out."""
+    assert broker("queue", "define", "Q").returncode == 0
+    assert broker("put", "Q", "kept").returncode == 0
+    get = subprocess.Popen(
+        [str(BROKER), "--db", broker.url, "get", "Q"],
+        cwd=broker.cwd,
+        env=child_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert get.stdout is not None and get.stderr is not None
+    get.stdout.close()  # the reader is gone before the broker writes a byte
+    assert get.wait(60) == 1
+    assert "the output was closed" in get.stderr.read()
+    browsed = json.loads(broker("browse", "Q", "--json").stdout)
+    assert [(m["body_text"], m["backout_count"]) for m in browsed] == [("kept", 1)]  # backed out, as MQ does
+    assert json.loads(broker("get", "Q", "--json").stdout)["body_text"] == "kept"
+
+
+def test_an_unsupported_database_url_is_one_usage_error(tmp_path: Path) -> None:
+    done = Command("mysql://root@localhost/broker", tmp_path)("queue", "list")
+    assert done.returncode == 2
+    assert one_line(done).startswith("configuration error: database_url 'mysql://...' is not supported")
+
+
+def test_spark_route_without_the_spark_extra_says_which_extra_to_install(broker: Command) -> None:
+    code = (
+        "import sys; sys.modules['py4j'] = sys.modules['pyspark'] = None;"  # as if not installed
+        "from broker.cli import main;"
+        f"sys.exit(main(['--db', {broker.url!r}, 'spark', 'route']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_environment()
+    )
+    assert done.returncode == 1
+    assert "pip install 'wmq-psc-broker[spark]'" in one_line(done)
+
+
+def test_a_port_in_use_is_one_line_and_nothing_starts(broker: Command) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = broker("--log-format", "json", "serve", "--api", "--port", str(port), timeout=60)
+    assert done.returncode == 2
+    assert one_line(done).startswith(f"configuration error: cannot listen on 127.0.0.1:{port}: ")
+    assert "broker started" not in done.stderr
+
+
+def test_commands_on_a_database_no_broker_has_served(database_url: str, tmp_path: Path) -> None:
+    broker = Command(database_url, tmp_path)
+    assert broker("token", "create", "--role", "admin").returncode == 0  # migrates, defines no broker queue
+    done = broker("subscribe", "--topic", "a", "--queue", "Q")
+    assert done.returncode == 1
+    assert one_line(done) == (
+        "MQRC_UNKNOWN_OBJECT_NAME (2085): SYSTEM.BROKER.CONTROL.QUEUE is not defined on this database: "
+        "no broker has been started on it ('broker serve' defines its queues, as does 'broker db upgrade')"
+    )
+
+
+def test_a_publication_nobody_routes_yet_is_said_to_wait_on_the_stream(broker: Command) -> None:
+    done = broker("publish", "--topic", "a", "--timeout", "0.5", "x")
+    assert done.returncode == 1
+    assert one_line(done) == (
+        "MQRC_NO_MSG_AVAILABLE (2033): no response from the broker within 0.5 s: is 'broker serve' running "
+        "on this database? The Publish stays on SYSTEM.BROKER.DEFAULT.STREAM and takes effect when a "
+        "broker routes it"
+    )
+
+
+def test_refusals_come_with_the_next_step(served: Command) -> None:
+    missing = served("subscribe", "--topic", "Sport/#", "--queue", "NOSUCHQ")
+    assert missing.returncode == 1
+    assert missing.stdout.splitlines() == [
+        "error",
+        "  MQRCCF_Q_NAME_ERROR (3076) [QName]",
+        "  hint: the queue NOSUCHQ is not defined on this broker: broker queue define NOSUCHQ",
+    ]
+    assert served("queue", "define", "SCORES").returncode == 0
+    assert served("subscribe", "--topic", "Sport/#", "--queue", "SCORES").returncode == 0
+    narrower = served("request-update", "--topic", "Sport/Soccer", "--queue", "SCORES")
+    assert narrower.returncode == 1
+    assert narrower.stdout.splitlines()[-1] == (
+        "  hint: request-update names one of the subscriber's subscriptions exactly as it was registered "
+        "(wildcards included): broker subscriptions list --queue SCORES"
+    )
+    exact = json.loads(served("request-update", "--topic", "Sport/#", "--queue", "SCORES", "--json").stdout)
+    assert exact["hints"] == []  # the registered topic: whatever the answer, it needs no hint
+    assert exact["responses"][0]["reason"] != 3073
+
+
+def test_every_list_and_show_command_speaks_json(broker: Command) -> None:
+    for argv in (
+        ("queue", "list"),
+        ("queue", "show", "SYSTEM.DEAD.LETTER.QUEUE"),
+        ("subscriptions", "list"),
+        ("retained", "list"),
+        ("acl", "list"),
+        ("neighbour", "list"),
+        ("token", "list"),
+        ("db", "current"),
+    ):
+        done = broker(*argv, "--json")
+        assert done.returncode == 0, (argv, done.stderr)
+        json.loads(done.stdout)
+
+
+def test_browse_decodes_an_mqrfh2_message_beside_its_bytes(broker: Command) -> None:
+    assert broker("publish", "--topic", "Sport/Soccer", "--no-wait", "1-0").returncode == 0
+    text = broker("browse", "SYSTEM.BROKER.DEFAULT.STREAM").stdout
+    assert "bytes, binary (hex)" in text and "00000000:" in text  # the raw body, labelled
+    assert "    folder psc      <psc><Command>Publish</Command><Topic>Sport/Soccer</Topic></psc>" in text
+    assert "    command Publish  topics Sport/Soccer" in text
+    assert "    payload  3 bytes, format MQSTR: 1-0" in text
+    (shown,) = json.loads(broker("browse", "SYSTEM.BROKER.DEFAULT.STREAM", "--json").stdout)
+    assert shown["rfh2"]["command"]["command"] == "Publish" and shown["rfh2"]["payload_text"] == "1-0"
+
+
+def test_the_reply_queue_of_a_killed_client_is_abandoned_and_deleted(broker: Command) -> None:
+    code = (
+        "import os; from queues import QueueManager, make_engine; from broker.client import BrokerClient;"
+        f"client = BrokerClient(QueueManager(make_engine({broker.url!r})));"
+        "print(client.reply_queue, flush=True); os._exit(0)"  # killed: never closed
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_environment()
+    )
+    reply_queue = done.stdout.strip()
+    qm = QueueManager(make_engine(broker.url))
+    try:
+        assert qm.inquire_queue(reply_queue).definition_type == "tempdyn"
+        assert qm.holders(reply_queue) == []  # its holder is a process that is gone
+        assert qm.delete_abandoned_queues(grace_ms=60_000) == []  # just defined: spared for a while
+        assert qm.delete_abandoned_queues(grace_ms=0) == [reply_queue]
+        with pytest.raises(MQError) as gone:
+            qm.inquire_queue(reply_queue)
+        assert gone.value.reason == Reason.MQRC_UNKNOWN_OBJECT_NAME
+    finally:
+        qm.close()

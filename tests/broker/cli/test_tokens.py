@@ -1,0 +1,80 @@
+"""``broker token``: the first admin token of a new installation, listing and revoking, on both dialects."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from admin_api import accounts
+from broker.cli import main
+from queues import QueueManager, make_engine
+
+
+def run(url: str, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        code = main(["--db", url, "--log-format", "text", *argv])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_create_works_on_an_empty_database_and_prints_the_secret_once(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        database_url, capsys, "token", "create", "--role", "admin", "--principal", "ops", "--json"
+    )
+    assert code == 0
+    created = json.loads(out)
+    assert (created["id"], created["role"], created["principal"], created["revoked_at"]) == (
+        1,
+        "admin",
+        "ops",
+        None,
+    )
+    engine = make_engine(database_url)
+    try:
+        with QueueManager(engine) as qm, qm.reading() as conn:
+            assert accounts.authenticate(conn, created["token"]) is not None
+            (entry,) = accounts.list_audit(conn)
+        assert (entry.method, entry.path, entry.summary) == (
+            "CLI",
+            "broker token create",
+            {"token_id": 1, "role": "admin", "principal": "ops"},
+        )
+    finally:
+        engine.dispose()
+
+    code, out, _ = run(database_url, capsys, "token", "list")
+    assert code == 0
+    assert created["token"] not in out
+    row = out.splitlines()[1].split()
+    assert row[:5] == ["1", created["prefix"], "admin", "ops", "live"]
+    assert datetime.fromisoformat(row[5]).timestamp() * 1000 == pytest.approx(created["created_at"], abs=1)
+
+
+def test_text_output_warns_that_the_secret_is_not_kept(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(database_url, capsys, "token", "create", "--role", "viewer", "--principal", "grafana")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == "token #1 (viewer, principal grafana):"
+    assert lines[1].startswith("mqa_")
+    assert "cannot be shown again" in lines[2]
+
+
+def test_revoke_and_errors(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run(database_url, capsys, "token", "create", "--role", "operator", "--principal", "ci")
+    code, out, _ = run(database_url, capsys, "token", "revoke", "1")
+    assert (code, out.strip()) == (0, "token #1 revoked")
+    assert run(database_url, capsys, "token", "list", "--json")[1].count('"revoked_at": null') == 0
+    code, _, err = run(database_url, capsys, "token", "revoke", "2")
+    assert (code, err.strip()) == (1, "no token #2")
+    code, _, err = run(database_url, capsys, "token", "create", "--role", "operator", "--principal", "a b")
+    assert code == 1 and err.startswith("MQRCCF_ATTR_VALUE_ERROR (4005): principal 'a b'")
+    assert run(database_url, capsys, "token", "create", "--role", "root")[0] == 2

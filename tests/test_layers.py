@@ -1,0 +1,156 @@
+"""The layers, as an executable rule: a package imports only from the packages below it.
+
+Bottom to top, the data flow of ``docs/architecture.md``::
+
+    queues -> broker.protocol -> broker.core -> broker.store | broker.client
+           -> broker.network -> migrations -> broker.service -> broker.spark
+           -> admin_api -> broker.bench -> broker.cli
+
+Packages on one line of ``LAYERS`` are independent of each other. Every import counts,
+also the ones made inside a function to keep the CLI fast. Beyond the layers: the Spark
+job never imports the routing loop, nothing imports another package's private names, and
+``migrations`` reads every package's tables (its ``schema`` module) and nothing else of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("queues", "broker", "admin_api", "migrations")
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("queues",),
+    ("broker.protocol",),
+    ("broker.core",),
+    ("broker.store", "broker.client"),
+    ("broker.network",),
+    ("migrations",),
+    ("broker.service",),
+    ("broker.spark",),
+    ("admin_api",),
+    ("broker.bench",),
+    ("broker.cli",),
+)
+# What a shell must never import, whatever the layers allow.
+FORBIDDEN = {
+    "broker.spark": ("broker.service.router", "broker.service.router_pool"),
+}
+
+
+def _component(module: str) -> str:
+    for layer in LAYERS:
+        for component in layer:
+            if module == component or module.startswith(component + "."):
+                return component
+    if module == "broker":
+        return "broker"
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def _level(component: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if component in layer)
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, str, int]]:
+    """(imported module, imported name or '', line) for every import of the project's code."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, "", node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield base, alias.name, node.lineno
+
+
+def _project(module: str) -> bool:
+    return module.split(".")[0] in PACKAGES
+
+
+def _target(base: str, name: str) -> str:
+    """``from broker.core import engine`` imports the module ``broker.core.engine``."""
+    candidate = f"{base}.{name}" if name else base
+    path = ROOT / Path(*candidate.split("."))
+    return candidate if path.with_suffix(".py").is_file() or path.is_dir() else base
+
+
+def violations() -> list[str]:
+    found = []
+    for module, path in _modules():
+        if module == "broker":
+            continue
+        own = _component(module)
+        for base, name, line in _imports(module, path):
+            if not _project(base):
+                continue
+            target = _target(base, name)
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if name.startswith("_") and _component(target) != own:
+                found.append(f"{where}: {module} imports the private name {name} of {target}")
+            other = _component(target)
+            if other == own:
+                continue
+            if own == "migrations":
+                if not target.endswith(".schema"):
+                    found.append(f"{where}: migrations imports {target}, not a package's tables")
+                continue
+            if _level(other) >= _level(own):
+                found.append(f"{where}: {module} ({own}) imports {target} ({other}), not a layer below")
+            for banned in FORBIDDEN.get(own, ()):
+                if target == banned or target.startswith(banned + "."):
+                    found.append(f"{where}: {module} imports {target}, which {own} must never use")
+    return found
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    assert violations() == []
+
+
+def test_schema_modules_hold_only_tables() -> None:
+    """``migrations`` reads them without loading the rest of their package's code."""
+    for module, path in _modules():
+        if module.endswith(".schema"):
+            imported = {_target(base, name) for base, name, _ in _imports(module, path) if _project(base)}
+            assert imported <= {"queues.schema"}, (module, imported)
+
+
+@pytest.mark.parametrize(
+    ("module", "never"),
+    [
+        ("broker.spark.job", "broker.service.router"),
+        ("broker.spark.task", "broker.service.router"),
+        ("broker.core", "broker.store"),
+        ("broker.protocol", "broker.core"),
+        ("broker.client", "broker.store"),
+        ("broker.cli", "sqlalchemy"),
+    ],
+)
+def test_what_an_import_loads_at_run_time(module: str, never: str) -> None:
+    """The rule holds for what is really loaded too (a package ``__init__`` runs on the way
+    to any module in it); the CLI's parser loads no SQL at all, for a fast ``--help``."""
+    code = f"import sys, {module}; print({never!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_module_outside_every_layer_is_reported() -> None:
+    with pytest.raises(AssertionError, match="belongs to no layer"):
+        _component("broker.newthing")
