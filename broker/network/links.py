@@ -31,6 +31,7 @@ from queues.ids import now_ms
 from queues.names import check_qmgr_name
 from queues.owners import dead_here
 from queues.reasons import Reason
+from queues.sql import insert_new
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +141,9 @@ def check_token(token: str) -> None:
 
 def add_link(conn: Connection, name: str, url: str, token: str) -> Link:
     check_link(name, url, token)
-    if get_link(conn, name) is not None:
-        raise MQError(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"neighbour {name} is already defined")
-    conn.execute(
-        insert(neighbours).values(
+    added = conn.execute(
+        insert_new(conn, neighbours, ("name",))
+        .values(
             name=name,
             url=url.rstrip("/"),
             token=token,
@@ -156,7 +156,10 @@ def add_link(conn: Connection, name: str, url: str, token: str) -> Link:
             sender_lease_until=0,
             created_at=now_ms(),
         )
-    )
+        .returning(neighbours.c.name)
+    ).first()
+    if added is None:
+        raise MQError(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"neighbour {name} is already defined")
     _changed(conn, name)
     link = get_link(conn, name)
     assert link is not None

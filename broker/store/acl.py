@@ -13,6 +13,7 @@ from broker.store.changes import ACL, ACL_KEY, log_changes
 from broker.store.rows import acl_from_row
 from broker.store.schema import acl_rules, group_members
 from queues.ids import now_ms
+from queues.sql import insert_new
 
 
 def list_acl_rules(conn: Connection) -> list[AclRule]:
@@ -66,17 +67,18 @@ def list_groups(conn: Connection) -> dict[str, list[str]]:
 
 
 def set_group_member(conn: Connection, group: str, user: str, member: bool) -> bool:
-    """Add (member=True) or remove a user; returns whether anything changed."""
+    """Add (member=True) or remove a user; returns whether anything changed.
+
+    One statement each way, so that two administrators doing the same at once both succeed
+    (PostgreSQL: the second insert finds the first's row, the second delete waits for the first)
+    instead of racing a read against a write."""
     table = group_members
-    exists = conn.execute(
-        select(table.c.user_id).where(table.c.group_name == group, table.c.user_id == user)
-    ).first()
-    if member == (exists is not None):
-        return False
     if member:
-        conn.execute(insert(table).values(group_name=group, user_id=user))
+        stmt = insert_new(conn, table, ("group_name", "user_id")).values(group_name=group, user_id=user)
     else:
-        conn.execute(delete(table).where(table.c.group_name == group, table.c.user_id == user))
+        stmt = delete(table).where(table.c.group_name == group, table.c.user_id == user)
+    if conn.execute(stmt.returning(table.c.user_id)).first() is None:
+        return False
     log_changes(conn, [(ACL, ACL_KEY)])
     return True
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Connection, Engine, delete, select
 
 from broker import store
 from broker.network import links
@@ -32,6 +32,7 @@ from queues.ids import now_ms
 from queues.owners import machine_key
 from queues.reasons import Reason
 from tests.conftest import DIALECTS, PostgresDatabases
+from tests.overlap import overlapping
 
 TOKEN = "link-token-0123456789"
 EPOCH = "0123456789abcdef0123456789abcdef"
@@ -146,6 +147,16 @@ def test_a_new_link_starts_with_nothing_sent_or_received(qm: QueueManager) -> No
     assert before <= link.created_at <= now_ms()
     assert len(link.epoch) == 32 and int(link.epoch, 16) >= 0
     assert link_of(qm, "QMB") == link
+
+
+def test_two_administrators_defining_one_link_at_once_get_one_link_and_one_refusal(qm: QueueManager) -> None:
+    def define(conn: Connection) -> links.Link:
+        return links.add_link(conn, "QMB", "http://qmb:8080", TOKEN)
+
+    first, second = overlapping(qm.engine, define, define)
+    assert first.name == "QMB"
+    assert isinstance(second, MQError) and second.reason == Reason.MQRCCF_OBJECT_ALREADY_EXISTS
+    assert link_of(qm, "QMB") == first
 
 
 def test_every_link_gets_its_own_epoch(qm: QueueManager) -> None:

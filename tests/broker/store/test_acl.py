@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from broker import store
 from broker.core.authority import AclRule, Permission, PrincipalKind
 from tests.broker.store.records import (
     version,
 )
+from tests.overlap import overlapping
 
 
 def test_acl_rules_add_update_remove(engine: Engine) -> None:
@@ -59,3 +60,16 @@ def test_groups(engine: Engine) -> None:
     with engine.begin() as conn:
         assert store.set_group_member(conn, "traders", "bob", False)
         assert store.list_groups(conn) == {"mqm": ["root"], "traders": ["alice"]}
+
+
+def test_concurrent_group_changes_both_succeed(engine: Engine) -> None:
+    def add(conn: Connection) -> bool:
+        return store.set_group_member(conn, "traders", "bob", True)
+
+    def remove(conn: Connection) -> bool:
+        return store.set_group_member(conn, "traders", "bob", False)
+
+    assert overlapping(engine, add, add) == (True, False)
+    assert overlapping(engine, remove, remove) == (True, False)
+    with engine.connect() as conn:
+        assert store.list_groups(conn) == {}
