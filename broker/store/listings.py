@@ -14,6 +14,7 @@ from broker.core.topics import SEPARATOR, levels_match, literal_prefix, matches,
 from broker.protocol.options import RegOpt, option_names
 from broker.store.rows import retained_from_row, subscription_from_row, subscription_hash
 from broker.store.schema import TOPIC_HEAD, retained, subscriptions
+from queues.sql import like_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +24,7 @@ class SubscriptionFilter:
     queue: str | None = None
     q_mgr: str | None = None
     user_id: str | None = None
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    proxy: bool | None = None  # True: only proxy subscriptions (from neighbours); False: only local
 
 
 def list_subscriptions(
@@ -43,6 +41,8 @@ def list_subscriptions(
     ):
         if value is not None:
             conditions.append(column == value)
+    if where.proxy is not None:
+        conditions.append(subscriptions.c.origin.isnot(None) if where.proxy else subscriptions.c.origin.is_(None))
     # Subscription topics are patterns themselves: their '#'/'+' levels are compared as text.
     pattern = split_levels(where.topic) if where.topic is not None else None
     prefix = literal_prefix(where.topic) if where.topic is not None else ""
@@ -102,7 +102,7 @@ def list_retained(
     prefix = literal_prefix(pattern)
     if prefix:
         conditions.append(
-            or_(retained.c.topic == prefix, retained.c.topic.like(_like_prefix(prefix + "/"), escape="\\"))
+            or_(retained.c.topic == prefix, retained.c.topic.like(like_prefix(prefix + "/"), escape="\\"))
         )
     found: list[tuple[int, RetainedPublication]] = []
     cursor = after_id

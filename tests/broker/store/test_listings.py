@@ -68,6 +68,16 @@ def test_listing_filters(engine: Engine, listed: list[Subscription]) -> None:
     assert names(SubscriptionFilter(q_mgr="QM2")) == []
 
 
+def test_listing_tells_proxy_subscriptions_from_local_ones(engine: Engine, a: Process) -> None:
+    a.write(
+        AddSubscription(sub("Sport/Soccer", "Q1", seq=1)),
+        AddSubscription(sub("Sport/Soccer", "QMB.PROXY", origin="QMB", seq=2)),
+    )
+    assert [t for _, t in page(engine, SubscriptionFilter(proxy=True))] == ["Sport/Soccer@QMB.PROXY"]
+    assert [t for _, t in page(engine, SubscriptionFilter(proxy=False))] == ["Sport/Soccer@Q1"]
+    assert len(page(engine, SubscriptionFilter())) == 2
+
+
 def test_listing_pages_by_key(engine: Engine, listed: list[Subscription]) -> None:
     where = SubscriptionFilter(topic="+/Soccer")
     first = page(engine, where, limit=2)
