@@ -42,7 +42,8 @@ def list_subscriptions(
         if value is not None:
             conditions.append(column == value)
     if where.proxy is not None:
-        conditions.append(subscriptions.c.origin.isnot(None) if where.proxy else subscriptions.c.origin.is_(None))
+        origin = subscriptions.c.origin
+        conditions.append(origin.isnot(None) if where.proxy else origin.is_(None))
     # Subscription topics are patterns themselves: their '#'/'+' levels are compared as text.
     pattern = split_levels(where.topic) if where.topic is not None else None
     prefix = literal_prefix(where.topic) if where.topic is not None else ""
