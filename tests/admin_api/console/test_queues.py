@@ -56,3 +56,11 @@ def test_define_alter_purge_and_delete(console: Console) -> None:
     assert "Refused: MQRC_Q_NOT_EMPTY" in kept.text
     assert "Queue APP.Q deleted" in console.post("/console/queues/APP.Q/delete", purge="on").text
     assert "APP.Q" not in [q.name for q in qm.list_queues()]
+
+
+def test_a_queue_that_is_not_defined_leads_back_to_the_list(console: Console) -> None:
+    gone = console.get("/console/queues/NOT.THERE")
+    assert str(gone.url).endswith("/console/queues")
+    assert "MQRC_UNKNOWN_OBJECT_NAME (2085)" in gone.text
+    problem = console.api.get("/api/v1/queues/NOT.THERE")  # the API's answer is unchanged
+    assert (problem.status_code, problem.headers["content-type"]) == (404, "application/problem+json")
