@@ -75,9 +75,10 @@ def select_queues(conn: Connection) -> list[Row[Any]]:
 
 
 def select_deepest_queues(conn: Connection, limit: int) -> list[Row[Any]]:
-    """The ``limit`` queues holding the most messages (ties by name), read from the depth
-    counters: one pass over the queue table, none over the messages."""
-    return list(conn.execute(select(queues).order_by(queues.c.depth.desc(), queues.c.name).limit(limit)))
+    """The ``limit`` non-empty queues holding the most messages (ties by name), read from the
+    depth counters: one pass over the queue table, none over the messages."""
+    deepest = select(queues).where(queues.c.depth > 0).order_by(queues.c.depth.desc(), queues.c.name)
+    return list(conn.execute(deepest.limit(limit)))
 
 
 def like_prefix(prefix: str) -> str:

@@ -1,10 +1,10 @@
 """The topic tree: the topics that have subscriptions or retained publications, one level at a
 time, each with how many subscriptions are on it and below it and its retained value.
 
-A level is read when it is opened (htmx loads a node's children into it), from the same
-keyset listings as the subscription page, over at most ``SCAN`` subscriptions and retained
-publications below the node: a tree of a million subscriptions opens as fast as a small one,
-and a node whose counts stopped at the limit says so.
+A level is read when it is opened (htmx loads a node's children into it), from at most
+``SCAN`` subscription topics (``broker.store.subscription_topics``: the topic column alone,
+narrowed on its indexed head) and retained publications below the node: a tree of a million
+subscriptions opens as fast as a small one, and a node whose counts stopped at the limit says so.
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ def tree_level(
 def _level(svc: Services, under: str) -> tuple[list[TopicNode], bool]:
     pattern = f"{under}{SEPARATOR}#" if under else "#"
     with svc.qm.reading() as conn:
-        subs = store.list_subscriptions(conn, store.SubscriptionFilter(topic=pattern), limit=SCAN)
+        topics = store.subscription_topics(conn, under, limit=SCAN)
         retained = store.list_retained(conn, pattern, limit=SCAN)
-    partial = len(subs) == SCAN or len(retained) == SCAN
-    return tree_level(under, [s.key.topic for _, s in subs], retained), partial
+    partial = len(topics) == SCAN or len(retained) == SCAN
+    return tree_level(under, topics, retained), partial
 
 
 @router.get("/topics")

@@ -69,6 +69,20 @@ def list_subscriptions(
     return found
 
 
+def subscription_topics(conn: Connection, under: str = "", *, limit: int = 10_000) -> list[str]:
+    """Up to ``limit`` subscription topics at or below the topic ``under`` ("" for all), in id
+    order: only the topic column, narrowed on the indexed topic head, for views that group
+    topics (the console's topic tree) and need no subscription objects."""
+    stmt = select(subscriptions.c.topic).order_by(subscriptions.c.id).limit(limit)
+    if under:
+        stmt = stmt.where(_head_in(subscriptions.c.topic_head, under))
+    return [topic for (topic,) in conn.execute(stmt) if not under or _at_or_below(topic, under)]
+
+
+def _at_or_below(topic: str, under: str) -> bool:
+    return topic == under or topic.startswith(under + SEPARATOR)
+
+
 def _head_in(head: Any, prefix: str) -> Any:
     """Topics equal to ``prefix`` or below it, as conditions on the indexed topic head: an
     equality and a range (every string starting with ``prefix/`` lies in [prefix/, prefix0),

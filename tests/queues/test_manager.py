@@ -248,13 +248,15 @@ def test_queue_page_gives_the_put_time_of_the_message_a_get_takes_next(qm):
     assert heads["HEAD.Q"].definition.depth == 2
 
 
-def test_deepest_queues_come_first(qm):
+def test_deepest_queues_come_first_and_empty_ones_never(qm):
+    qm.define_queue("DEEP.EMPTY")
     for name, depth in (("DEEP.ONE", 1), ("DEEP.THREE", 3), ("DEEP.TWO", 2)):
         qm.define_queue(name)
         for n in range(depth):
             qm.put(name, msg(n))
     assert [q.name for q in qm.deepest_queues(2)] == ["DEEP.THREE", "DEEP.TWO"]
     assert [q.depth for q in qm.deepest_queues(3)] == [3, 2, 1]
+    assert "DEEP.EMPTY" not in [q.name for q in qm.deepest_queues(100)]
 
 
 def test_list_and_inquire_show_depth(qm):

@@ -78,6 +78,22 @@ def test_listing_tells_proxy_subscriptions_from_local_ones(engine: Engine, a: Pr
     assert len(page(engine, SubscriptionFilter())) == 2
 
 
+def test_subscription_topics_are_those_at_or_below_a_topic(
+    engine: Engine, listed: list[Subscription]
+) -> None:
+    with engine.connect() as conn:
+        assert store.subscription_topics(conn) == [s.key.topic for s in listed]
+        assert store.subscription_topics(conn, "Sport") == [
+            "Sport/Soccer",
+            "Sport/Tennis",
+            "Sport/#",
+            "Sport/Soccer",
+        ]
+        assert store.subscription_topics(conn, "Sport/Soccer") == ["Sport/Soccer", "Sport/Soccer"]
+        assert store.subscription_topics(conn, "Sport", limit=2) == ["Sport/Soccer", "Sport/Tennis"]
+        assert store.subscription_topics(conn, "Spo") == []  # a prefix of a level is not a topic above it
+
+
 def test_listing_pages_by_key(engine: Engine, listed: list[Subscription]) -> None:
     where = SubscriptionFilter(topic="+/Soccer")
     first = page(engine, where, limit=2)
