@@ -68,6 +68,14 @@ def secure(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
+def check_origin(request: Request) -> None:
+    """Refuse a POST a browser says came from another site (its ``Origin`` header): besides the
+    CSRF token for changes, this keeps other sites from signing a browser in with their token."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        raise Refused(403, f"the request came from {origin}, not from this console")
+
+
 def signed_in(request: Request, svc: Svc) -> Session:
     """The session of the request's cookie; the token goes on ``request.state`` as the API's
     bearer check leaves it, so the audit log records what it does."""
@@ -112,6 +120,7 @@ def acting(role: Role) -> Callable[..., Session]:
         session: Session = Depends(needed),  # noqa: B008 (annotations are strings: no closure in them)
         values: Form = Depends(form),  # noqa: B008
     ) -> Session:
+        check_origin(request)
         sent = request.headers.get(CSRF_HEADER) or field(values, CSRF_FIELD)
         if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
             raise Refused(403, "the request did not come from a console page (missing or wrong CSRF token)")

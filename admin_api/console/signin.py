@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from admin_api import accounts
 from admin_api.console.pages import PREFIX, redirect, render, sign_in_cookie, sign_out_cookie
-from admin_api.console.sessions import FormValues, Signing, field
+from admin_api.console.sessions import FormValues, Signing, check_origin, field
 from admin_api.services import Svc
 
 router = APIRouter(include_in_schema=False)
@@ -33,6 +33,7 @@ def sign_in_page(request: Request) -> HTMLResponse:
 
 @router.post(SIGN_IN)
 def sign_in(request: Request, svc: Svc, values: FormValues) -> Response:
+    check_origin(request)
     secret = field(values, "token")
     with svc.qm.reading() as conn:
         token = accounts.authenticate(conn, secret) if secret else None

@@ -137,3 +137,16 @@ def test_revoking_the_token_ends_the_session_and_sign_out_forgets_it(api: Api) -
 def test_the_console_is_not_part_of_the_api_document(api: Api) -> None:
     paths = api.get("/openapi.json").json()["paths"]
     assert not [path for path in paths if not path.startswith(("/api/v1/", "/health", "/ready", "/metrics"))]
+
+
+def test_posts_from_another_site_are_refused(api: Api) -> None:
+    elsewhere = {"Origin": "https://evil.example"}
+    planted = api.client.post("/console/signin", data={"token": api.secrets["admin"]}, headers=elsewhere)
+    assert planted.status_code == 403 and "set-cookie" not in planted.headers
+    sign_in(api, "operator")
+    api.qm.define_queue("APP.Q")
+    good = {"csrf": csrf_token(api.secrets["operator"])}
+    refused = api.client.post("/console/queues/APP.Q/purge", data=good, headers=elsewhere)
+    assert refused.status_code == 403 and "not from this console" in refused.text
+    same = api.client.post("/console/queues/APP.Q/purge", data=good, headers={"Origin": "http://testserver"})
+    assert same.status_code == 200 and "Purged 0 messages" in same.text
