@@ -28,7 +28,8 @@ from tests.e2e.processes import BROKER, Brokers, child_environment, free_port, w
 
 CHROMIUM = "/usr/bin/chromium"  # the system's: Playwright's own browsers are never downloaded
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
-TIMEOUT_MS = 20_000
+TIMEOUT_MS = 20_000  # the routers publish their counters every few seconds; the machine is shared
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
