@@ -61,9 +61,10 @@ def words(reason_name: str) -> str:
     return reason_name.split("_", 1)[-1].replace("_", " ").lower()
 
 
-def segment(name: str) -> str:
-    """An MQ name as one path segment (``/`` encoded: see ``admin_api.object_names``)."""
-    return quote(name, safe="")
+def segment(value: object) -> str:
+    """A value as one path segment or query value: an MQ name's ``/`` encoded too (see
+    ``admin_api.object_names``), as every other reserved character."""
+    return quote(str(value), safe="")
 
 
 templates = Environment(
@@ -72,7 +73,7 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-templates.filters.update(when=when, age=age, words=words, segment=segment, q=lambda v: quote(str(v), safe=""))
+templates.filters.update(when=when, age=age, words=words, segment=segment, q=segment)  # q: a query value
 templates.globals.update(PREFIX=PREFIX, CSRF_FIELD=CSRF_FIELD, CSRF_HEADER=CSRF_HEADER)
 
 
