@@ -22,7 +22,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.staticfiles import StaticFiles
 
 import migrations
-from admin_api import links, object_names, problems, prometheus
+from admin_api import console, links, object_names, problems, prometheus
 from admin_api.auditing import AuditLog
 from admin_api.body_limit import BodyLimit
 from admin_api.commands import BrokerCommands
@@ -103,6 +103,7 @@ def create_app(
     object_names.install(app)
     for module in ROUTERS:
         app.include_router(module.router)
+    console.install(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from queues.database import make_engine
     from queues.definition import QueueDefinition
     from queues.errors import MQError, NoMessageAvailable, UnknownObject
-    from queues.manager import Browsed, PutResult, QueueManager, UnitOfWork
+    from queues.manager import Browsed, PutResult, QueueHead, QueueManager, UnitOfWork
     from queues.message import Message
     from queues.names import DEAD_LETTER_QUEUE
     from queues.reasons import Reason, reason_name
@@ -33,6 +33,7 @@ _EXPORTS = {
     "UnknownObject": "queues.errors",
     "Browsed": "queues.manager",
     "PutResult": "queues.manager",
+    "QueueHead": "queues.manager",
     "QueueManager": "queues.manager",
     "UnitOfWork": "queues.manager",
     "Message": "queues.message",
@@ -50,6 +51,7 @@ __all__ = [
     "NoMessageAvailable",
     "PutResult",
     "QueueDefinition",
+    "QueueHead",
     "QueueManager",
     "Reason",
     "UnitOfWork",

@@ -70,6 +70,14 @@ class PutResult:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueHead:
+    """A queue and when the message a get would take next was put (None when it is empty)."""
+
+    definition: QueueDefinition
+    head_put_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Browsed:
     """A browsed message and the cursor that continues the browse after it."""
 
@@ -947,6 +955,28 @@ class QueueManager:
         with self.reading() as conn:
             rows = sql.select_queues(conn)
         return [QueueDefinition.from_row(r) for r in rows if fnmatch.fnmatchcase(r.name, pattern)]
+
+    def queue_page(self, pattern: str = "*", *, after: str = "", limit: int = 50) -> list[QueueHead]:
+        """Up to ``limit`` queues matching ``pattern``, by name after ``after`` (keyset paging:
+        a page costs the same at the 100,000th queue as at the first), each with the time its
+        head message was put. The pattern's literal start narrows the rows in SQL; the rest is
+        matched here, reading on until the page is full."""
+        prefix = pattern[: min((i for i, c in enumerate(pattern) if c in "*?"), default=len(pattern))]
+        found: list[QueueHead] = []
+        cursor = after
+        while len(found) < limit:
+            with self.reading() as conn:
+                rows = sql.select_queue_page(conn, after=cursor, prefix=prefix, limit=limit)
+            if not rows:
+                break
+            cursor = rows[-1].name
+            matching = (r for r in rows if fnmatch.fnmatchcase(r.name, pattern))
+            found += [QueueHead(QueueDefinition.from_row(r), r.head_put_at) for r in matching]
+        return found[:limit]
+
+    def deepest_queues(self, limit: int = 10) -> list[QueueDefinition]:
+        with self.reading() as conn:
+            return [QueueDefinition.from_row(r) for r in sql.select_deepest_queues(conn, limit)]
 
     def depth(self, name: str) -> int:
         return self.inquire_queue(name).depth

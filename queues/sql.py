@@ -74,6 +74,39 @@ def select_queues(conn: Connection) -> list[Row[Any]]:
     return list(conn.execute(select(queues).order_by(queues.c.name)))
 
 
+def select_deepest_queues(conn: Connection, limit: int) -> list[Row[Any]]:
+    """The ``limit`` non-empty queues holding the most messages (ties by name), read from the
+    depth counters: one pass over the queue table, none over the messages."""
+    deepest = select(queues).where(queues.c.depth > 0).order_by(queues.c.depth.desc(), queues.c.name)
+    return list(conn.execute(deepest.limit(limit)))
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern (escape ``\\``) for the strings starting with ``prefix``."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def select_queue_page(conn: Connection, *, after: str, prefix: str, limit: int) -> list[Row[Any]]:
+    """Up to ``limit`` queues by name after ``after`` whose names start with ``prefix``, each
+    with ``head_put_at``: when the message a get would take next was put (None when empty).
+
+    Keyset order on the primary key, and the head is the first entry of the claim index
+    (queue, priority desc, id), so a page costs the same with 100,000 queues as with ten and
+    whatever the queues hold."""
+    head = (
+        select(messages.c.put_at)
+        .where(messages.c.queue == queues.c.name)
+        .order_by(messages.c.priority.desc(), messages.c.id)
+        .limit(1)
+        .scalar_subquery()
+        .label("head_put_at")
+    )
+    stmt = select(queues, head).where(queues.c.name > after).order_by(queues.c.name).limit(limit)
+    if prefix:
+        stmt = stmt.where(queues.c.name >= prefix, queues.c.name.like(like_prefix(prefix), escape="\\"))
+    return list(conn.execute(stmt))
+
+
 # Definitions looked up in chunks of at most this many names: the statements are compiled
 # once per chunk size, and every put and batch runs one.
 DEFINITION_CHUNK = 16

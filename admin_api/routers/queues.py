@@ -49,7 +49,7 @@ from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Svc
 from broker.service import subscriber_queues
-from queues import DEAD_LETTER_QUEUE, Browsed, Message, NoMessageAvailable, dlh
+from queues import DEAD_LETTER_QUEUE, Browsed, Message, NoMessageAvailable, UnitOfWork, dlh
 from queues.definition import QueueDefinition
 from queues.errors import MQError
 from queues.formatting import body_text, message_json
@@ -60,6 +60,7 @@ router = APIRouter(prefix="/api/v1", tags=["queues"])
 
 QueuePath = Path(pattern=QUEUE_NAME, examples=["SCORES"])
 Limit = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+MsgIdPath = Path(pattern=MSG_ID, description="MsgId in 48 hex digits")
 After = Query(None, pattern=CURSOR, description="the cursor of the last message of the previous page")
 
 
@@ -71,7 +72,7 @@ def _location(name: str) -> str:
     return f"/api/v1/queues/{quote(name, safe='')}"
 
 
-def _cursor(text: str | None) -> tuple[int, int] | None:
+def cursor(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
     priority, _, row_id = text.partition(":")
@@ -88,7 +89,7 @@ def _browsed(found: Browsed) -> BrowsedMessage:
     return BrowsedMessage(**message_json(found.message), cursor=f"{priority}:{row_id}", put_at=found.put_at)
 
 
-def _next(page: list[Browsed], limit: int) -> str | None:
+def next_cursor(page: list[Browsed], limit: int) -> str | None:
     if len(page) < limit:
         return None
     priority, row_id = page[-1].cursor
@@ -111,8 +112,8 @@ def browse(
     after: str | None = After,
     limit: int = Limit,
 ) -> BrowsePage:
-    page = svc.qm.browse(name, after=_cursor(after), limit=limit)
-    return BrowsePage(items=[_browsed(found) for found in page], next_after=_next(page, limit))
+    page = svc.qm.browse(name, after=cursor(after), limit=limit)
+    return BrowsePage(items=[_browsed(found) for found in page], next_after=next_cursor(page, limit))
 
 
 @router.post(
@@ -277,7 +278,7 @@ def delete_queue(
 # -- the dead-letter queue ---------------------------------------------------------------------
 
 
-def _dead_letter(found: Browsed) -> DeadLetter:
+def dead_letter(found: Browsed) -> DeadLetter:
     message = found.message
     browsed = _browsed(found).model_dump()
     try:
@@ -292,6 +293,13 @@ def _dead_letter(found: Browsed) -> DeadLetter:
     )
 
 
+def _take_dead_letter(uow: UnitOfWork, msg_id: str) -> Message:
+    try:
+        return uow.get(DEAD_LETTER_QUEUE, msg_id=bytes.fromhex(msg_id))
+    except NoMessageAvailable:
+        raise not_found(f"dead letter {msg_id}") from None
+
+
 @router.get(
     "/dead-letters",
     response_model=DeadLetterPage,
@@ -304,8 +312,8 @@ def dead_letters(
     after: str | None = After,
     limit: int = Limit,
 ) -> DeadLetterPage:
-    page = svc.qm.browse(DEAD_LETTER_QUEUE, after=_cursor(after), limit=limit)
-    return DeadLetterPage(items=[_dead_letter(found) for found in page], next_after=_next(page, limit))
+    page = svc.qm.browse(DEAD_LETTER_QUEUE, after=cursor(after), limit=limit)
+    return DeadLetterPage(items=[dead_letter(found) for found in page], next_after=next_cursor(page, limit))
 
 
 @router.post(
@@ -318,13 +326,10 @@ def retry(
     _: OperatorToken,
     svc: Svc,
     request: Request,
-    msg_id: str = Path(pattern=MSG_ID, description="MsgId in 48 hex digits"),
+    msg_id: str = MsgIdPath,
 ) -> Retried:
     with svc.qm.unit_of_work() as uow:
-        try:
-            message = uow.get(DEAD_LETTER_QUEUE, msg_id=bytes.fromhex(msg_id))
-        except NoMessageAvailable:
-            raise not_found(f"dead letter {msg_id}") from None
+        message = _take_dead_letter(uow, msg_id)
         header, data = dlh.decode(message.body, message.encoding)
         note(request.state, queue=header.dest_q_name, reason=header.reason)
         if header.dest_q_mgr_name not in ("", svc.qm.name):
@@ -344,3 +349,22 @@ def retry(
     return Retried(
         msg_id=msg_id, queue=header.dest_q_name, reason=header.reason, reason_name=reason_name(header.reason)
     )
+
+
+@router.delete(
+    "/dead-letters/{msg_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Discard a dead letter (remove it from the dead-letter queue)",
+    responses=responses(404),
+)
+def discard(
+    _: OperatorToken,
+    svc: Svc,
+    request: Request,
+    msg_id: str = MsgIdPath,
+) -> Response:
+    with svc.qm.unit_of_work() as uow:
+        message = _take_dead_letter(uow, msg_id)
+        note(request.state, body_length=len(message.body))
+    return Response(status_code=204)

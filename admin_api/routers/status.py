@@ -25,7 +25,7 @@ from admin_api.models import (
     Status,
 )
 from admin_api.security import ViewerToken
-from admin_api.services import Svc
+from admin_api.services import Services, Svc
 from broker import store
 from queues.ids import now_ms
 
@@ -38,28 +38,20 @@ def _counters(stats: dict[str, Any]) -> Counters:
     return Counters.model_validate({name: stats[name] for name in Counters.model_fields if name in stats})
 
 
-def _total(counters: list[Counters]) -> Counters:
-    total = Counters()
+def total(counters: list[Counters]) -> Counters:
+    """The counters of several routers added up (refusals reason by reason)."""
+    result = Counters()
     for c in counters:
         for name in Counters.model_fields:
             if name != "refusals":
-                setattr(total, name, getattr(total, name) + getattr(c, name))
+                setattr(result, name, getattr(result, name) + getattr(c, name))
         for label, count in c.refusals.items():
-            total.refusals[label] = total.refusals.get(label, 0) + count
-    return total
+            result.refusals[label] = result.refusals.get(label, 0) + count
+    return result
 
 
-@router.get(
-    "/api/v1/status",
-    response_model=Status,
-    summary="Queue manager, routers, what they routed and refused, queue depths, the last errors",
-)
-def status(
-    _: ViewerToken,
-    svc: Svc,
-) -> Status:
-    now = now_ms()
-    queues = svc.qm.list_queues()
+def live_routers(svc: Services, now: int) -> tuple[list[RouterStatus], list[ErrorNote]]:
+    """The routers that reported within ``ROUTER_ALIVE_MS`` and their last errors, newest first."""
     with svc.qm.reading() as conn:
         live = [
             i for i in store.list_instances(conn, alive_within_ms=ROUTER_ALIVE_MS) if i["role"] == ROUTER_ROLE
@@ -83,14 +75,29 @@ def status(
         key=lambda e: e.at,
         reverse=True,
     )
+    return routers, errors[:LAST_ERRORS]
+
+
+@router.get(
+    "/api/v1/status",
+    response_model=Status,
+    summary="Queue manager, routers, what they routed and refused, queue depths, the last errors",
+)
+def status(
+    _: ViewerToken,
+    svc: Svc,
+) -> Status:
+    now = now_ms()
+    queues = svc.qm.list_queues()
+    routers, errors = live_routers(svc, now)
     return Status(
         qmgr=svc.qm.name,
         api=ApiProcess(started_at=svc.started_at, uptime_seconds=(now - svc.started_at) / 1000),
         routers=routers,
-        totals=_total([r.counters for r in routers]),
+        totals=total([r.counters for r in routers]),
         queues=[QueueDepth(name=q.name, depth=q.depth, max_depth=q.max_depth) for q in queues],
         problems=[QueueProblemOut.of(problem) for problem in svc.queue_problems()],
-        last_errors=errors[:LAST_ERRORS],
+        last_errors=errors,
     )
 
 

@@ -21,6 +21,7 @@ BENCHMARKS = {
     "api": "admin API list/show latency over 1,000,000 subscriptions, and creates per second",
     "network": "publications/s from QMB to subscribers at QMC through QMA, against one broker",
     "spark": "broker spark route on local[1] and local[2] against broker serve, same backlog",
+    "console": "web console page latency over 100,000 queues, against the API's queue listing",
     "startup": "how long the broker command takes to start, against the bare interpreter",
 }
 

@@ -181,7 +181,10 @@ def _wait(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
     raise RuntimeError("the API did not become ready")
 
 
-def _cases(count: int, rng: random.Random) -> list[tuple[str, Callable[[], tuple[str, dict[str, Any]]]]]:
+Case = tuple[str, Callable[[], tuple[str, dict[str, Any]]]]  # a name, and the next URL and query
+
+
+def _cases(count: int, rng: random.Random) -> list[Case]:
     path = "/api/v1/subscriptions"
 
     def page(**filters: Callable[[], object]) -> Callable[[], tuple[str, dict[str, Any]]]:
@@ -202,13 +205,19 @@ def _cases(count: int, rng: random.Random) -> list[tuple[str, Callable[[], tuple
 
 def measure_latencies(base: str, secret: str, count: int, requests: int) -> list[Latency]:
     rng = random.Random(5)
-    found = []
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as client:
-        for case, make in _cases(count, rng):
-            for _ in range(max(5, requests // 20)):  # warm the connection, caches and plans
-                _timed(client, make)
-            p50, p99 = _percentiles([_timed(client, make) for _ in range(requests)])
-            found.append(Latency(case, requests, p50, p99))
+        return latencies(client, _cases(count, rng), requests)
+
+
+def latencies(client: httpx.Client, cases: Sequence[Case], requests: int) -> list[Latency]:
+    """p50 and p99 of each case over ``requests`` GETs, after a few to warm the connection,
+    the caches and the query plans."""
+    found = []
+    for case, make in cases:
+        for _ in range(max(5, requests // 20)):
+            _timed(client, make)
+        p50, p99 = _percentiles([_timed(client, make) for _ in range(requests)])
+        found.append(Latency(case, requests, p50, p99))
     return found
 
 

@@ -16,7 +16,7 @@ import httpx
 
 from broker.network import links, topology
 from queues import QueueManager
-from queues.definition import MAX_MAX_DEPTH
+from queues.definition import MAX_MAX_DEPTH, QueueDefinition
 from queues.errors import MQError, UnknownObject
 from queues.opens import QueueOpen
 from queues.reasons import Reason
@@ -123,8 +123,12 @@ def neighbour_status(qm: QueueManager) -> list[NeighbourStatus]:
     with qm.reading() as conn:
         found = links.list_links(conn)
         flying = links.outbox_depth(conn)
-    depths = {q.name: q.depth for q in qm.list_queues()}
-    return [NeighbourStatus(link, depths.get(link.name, 0), flying.get(link.name, 0)) for link in found]
+    queues = qm.inquire_queues(link.name for link in found)  # a link's transmission queue has its name
+    return [NeighbourStatus(link, _depth(queues[link.name]), flying.get(link.name, 0)) for link in found]
+
+
+def _depth(definition: QueueDefinition | None) -> int:
+    return 0 if definition is None else definition.depth
 
 
 def _has_queue(qm: QueueManager, name: str) -> bool:

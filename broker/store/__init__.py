@@ -39,6 +39,7 @@ from broker.store.listings import (
     get_subscription,
     list_retained,
     list_subscriptions,
+    subscription_topics,
 )
 from broker.store.rows import subscription_row
 from broker.store.state_store import StateStore, load_authority, load_neighbours
@@ -77,6 +78,7 @@ __all__ = [
     "set_group_member",
     "state_store",
     "subscription_row",
+    "subscription_topics",
     "update_acl_rule",
     "write_instance",
 ]

@@ -14,6 +14,7 @@ from broker.core.topics import SEPARATOR, levels_match, literal_prefix, matches,
 from broker.protocol.options import RegOpt, option_names
 from broker.store.rows import retained_from_row, subscription_from_row, subscription_hash
 from broker.store.schema import TOPIC_HEAD, retained, subscriptions
+from queues.sql import like_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +24,7 @@ class SubscriptionFilter:
     queue: str | None = None
     q_mgr: str | None = None
     user_id: str | None = None
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    proxy: bool | None = None  # True: only proxy subscriptions (from neighbours); False: only local
 
 
 def list_subscriptions(
@@ -43,6 +41,9 @@ def list_subscriptions(
     ):
         if value is not None:
             conditions.append(column == value)
+    if where.proxy is not None:
+        origin = subscriptions.c.origin
+        conditions.append(origin.isnot(None) if where.proxy else origin.is_(None))
     # Subscription topics are patterns themselves: their '#'/'+' levels are compared as text.
     pattern = split_levels(where.topic) if where.topic is not None else None
     prefix = literal_prefix(where.topic) if where.topic is not None else ""
@@ -66,6 +67,20 @@ def list_subscriptions(
                 if len(found) == limit:
                     break
     return found
+
+
+def subscription_topics(conn: Connection, under: str = "", *, limit: int = 10_000) -> list[str]:
+    """Up to ``limit`` subscription topics at or below the topic ``under`` ("" for all), in id
+    order: only the topic column, narrowed on the indexed topic head, for views that group
+    topics (the console's topic tree) and need no subscription objects."""
+    stmt = select(subscriptions.c.topic).order_by(subscriptions.c.id).limit(limit)
+    if under:
+        stmt = stmt.where(_head_in(subscriptions.c.topic_head, under))
+    return [topic for (topic,) in conn.execute(stmt) if not under or _at_or_below(topic, under)]
+
+
+def _at_or_below(topic: str, under: str) -> bool:
+    return topic == under or topic.startswith(under + SEPARATOR)
 
 
 def _head_in(head: Any, prefix: str) -> Any:
@@ -102,7 +117,7 @@ def list_retained(
     prefix = literal_prefix(pattern)
     if prefix:
         conditions.append(
-            or_(retained.c.topic == prefix, retained.c.topic.like(_like_prefix(prefix + "/"), escape="\\"))
+            or_(retained.c.topic == prefix, retained.c.topic.like(like_prefix(prefix + "/"), escape="\\"))
         )
     found: list[tuple[int, RetainedPublication]] = []
     cursor = after_id

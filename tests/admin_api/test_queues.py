@@ -278,3 +278,12 @@ def test_retry_refuses_what_it_cannot_restore(api: Api) -> None:
     assert api.qm.depth(DEAD_LETTER_QUEUE) == 2
     assert_problem(api.post("/api/v1/dead-letters/0102/retry"), 422)
     assert api.qm.get(DEAD_LETTER_QUEUE, msg_id=bytes.fromhex(remote)).msg_id.hex() == remote
+
+
+def test_discard_removes_one_dead_letter_and_only_for_operators(api: Api) -> None:
+    kept = dead_letter(api, "SCORES", b"kept", Reason.MQRC_Q_FULL).hex()
+    gone = dead_letter(api, "SCORES", b"gone", Reason.MQRC_Q_FULL).hex()
+    assert_problem(api.delete(f"/api/v1/dead-letters/{gone}", "viewer"), 403)
+    assert api.delete(f"/api/v1/dead-letters/{gone}", "operator").status_code == 204
+    assert_problem(api.delete(f"/api/v1/dead-letters/{gone}", "operator"), 404)
+    assert [b.message.msg_id.hex() for b in api.qm.browse(DEAD_LETTER_QUEUE, limit=10)] == [kept]

@@ -47,6 +47,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], str, int]] = [
         "operator",
         404,
     ),
+    ("DELETE", "/api/v1/dead-letters/{msg_id}", f"/api/v1/dead-letters/{DLQ_MSG}", {}, "operator", 404),
     ("GET", "/api/v1/subscriptions", "/api/v1/subscriptions", {}, "viewer", 200),
     ("POST", "/api/v1/subscriptions", "/api/v1/subscriptions", {"json": {}}, "operator", 422),
     ("GET", "/api/v1/subscriptions/{subscription_id}", "/api/v1/subscriptions/1", {}, "viewer", 404),

@@ -216,6 +216,49 @@ def test_list_matches_patterns_and_sorts_by_name(qm):
     assert qm.list_queues("NOTHING*") == []
 
 
+def test_queue_pages_follow_each_other_by_name_and_match_patterns(qm):
+    for name in ("APP.B", "APP.A", "APP.AB", "APP_X", "OTHER", "A%B"):
+        qm.define_queue(name)
+    every = [q.name for q in qm.list_queues()]
+    paged: list[str] = []
+    after = ""
+    while page := qm.queue_page(after=after, limit=2):
+        paged += [h.definition.name for h in page]
+        after = page[-1].definition.name
+    assert paged == every
+    assert [h.definition.name for h in qm.queue_page("APP.*", limit=10)] == ["APP.A", "APP.AB", "APP.B"]
+    assert [h.definition.name for h in qm.queue_page("APP.*", after="APP.A", limit=1)] == ["APP.AB"]
+    assert [h.definition.name for h in qm.queue_page("*.A?", limit=10)] == ["APP.AB"]
+    assert [h.definition.name for h in qm.queue_page("A%*", limit=10)] == ["A%B"]  # % is literal
+    assert qm.queue_page("NOTHING*") == []
+
+
+def test_queue_page_gives_the_put_time_of_the_message_a_get_takes_next(qm):
+    qm.define_queue("HEAD.Q")
+    qm.define_queue("HEAD.EMPTY")
+    before = now_ms()
+    qm.put("HEAD.Q", msg(1, priority=0))
+    time.sleep(0.01)
+    qm.put("HEAD.Q", msg(2, priority=9))
+    heads = {h.definition.name: h for h in qm.queue_page("HEAD.*")}
+    assert heads["HEAD.EMPTY"].head_put_at is None
+    second = qm.browse("HEAD.Q")[0]
+    assert second.message.body == b"m2"
+    assert heads["HEAD.Q"].head_put_at == second.put_at > before
+    assert heads["HEAD.Q"].definition.depth == 2
+
+
+def test_deepest_queues_come_first_and_empty_ones_never(qm):
+    qm.define_queue("DEEP.EMPTY")
+    for name, depth in (("DEEP.ONE", 1), ("DEEP.THREE", 3), ("DEEP.TWO", 2)):
+        qm.define_queue(name)
+        for n in range(depth):
+            qm.put(name, msg(n))
+    assert [q.name for q in qm.deepest_queues(2)] == ["DEEP.THREE", "DEEP.TWO"]
+    assert [q.depth for q in qm.deepest_queues(3)] == [3, 2, 1]
+    assert "DEEP.EMPTY" not in [q.name for q in qm.deepest_queues(100)]
+
+
 def test_list_and_inquire_show_depth(qm):
     qm.define_queue("APP.Q")
     qm.put_many([("APP.Q", msg(i)) for i in range(3)])

@@ -7,9 +7,7 @@ Timings are not asserted (they depend on the machine); run ``broker bench api`` 
 from __future__ import annotations
 
 import json
-import logging
 import os
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -23,15 +21,6 @@ from tests.conftest import PG_ADMIN_URL, PostgresDatabases
 
 COUNT = 2_000
 REQUESTS = 5
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def bench_database_exists() -> bool:

@@ -7,9 +7,7 @@ for the release figures.
 from __future__ import annotations
 
 import json
-import logging
 import os
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -31,15 +29,6 @@ def this_process_bench_database_exists() -> bool:
 @pytest.fixture(scope="module")
 def cells() -> list[queue_bench.Cell]:
     return queue_bench.run(BATCHES, messages=MESSAGES, pg_url=PG_ADMIN_URL)
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def test_every_database_and_batch_is_measured(cells):

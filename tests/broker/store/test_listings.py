@@ -68,6 +68,32 @@ def test_listing_filters(engine: Engine, listed: list[Subscription]) -> None:
     assert names(SubscriptionFilter(q_mgr="QM2")) == []
 
 
+def test_listing_tells_proxy_subscriptions_from_local_ones(engine: Engine, a: Process) -> None:
+    a.write(
+        AddSubscription(sub("Sport/Soccer", "Q1", seq=1)),
+        AddSubscription(sub("Sport/Soccer", "QMB.PROXY", origin="QMB", seq=2)),
+    )
+    assert [t for _, t in page(engine, SubscriptionFilter(proxy=True))] == ["Sport/Soccer@QMB.PROXY"]
+    assert [t for _, t in page(engine, SubscriptionFilter(proxy=False))] == ["Sport/Soccer@Q1"]
+    assert len(page(engine, SubscriptionFilter())) == 2
+
+
+def test_subscription_topics_are_those_at_or_below_a_topic(
+    engine: Engine, listed: list[Subscription]
+) -> None:
+    with engine.connect() as conn:
+        assert store.subscription_topics(conn) == [s.key.topic for s in listed]
+        assert store.subscription_topics(conn, "Sport") == [
+            "Sport/Soccer",
+            "Sport/Tennis",
+            "Sport/#",
+            "Sport/Soccer",
+        ]
+        assert store.subscription_topics(conn, "Sport/Soccer") == ["Sport/Soccer", "Sport/Soccer"]
+        assert store.subscription_topics(conn, "Sport", limit=2) == ["Sport/Soccer", "Sport/Tennis"]
+        assert store.subscription_topics(conn, "Spo") == []  # a prefix of a level is not a topic above it
+
+
 def test_listing_pages_by_key(engine: Engine, listed: list[Subscription]) -> None:
     where = SubscriptionFilter(topic="+/Soccer")
     first = page(engine, where, limit=2)

@@ -1,0 +1,45 @@
+"""The console's routes and error pages, added to the admin API app by :func:`install`."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
+
+from admin_api.console import dead_letters, network, overview, queues, signin, subscriptions, topics
+from admin_api.console.pages import PREFIX, redirect, render
+from admin_api.console.rates import Rates
+from admin_api.console.sessions import Refused, SignInNeeded
+from queues.errors import MQError, UnknownObject
+
+ROUTERS = (signin, overview, queues, dead_letters, subscriptions, topics, network)
+HX_REDIRECT = "HX-Redirect"
+
+
+async def _sign_in_needed(request: Request, _: Exception) -> Response:
+    """To the sign-in page; htmx, which would swap the page into a fragment, is told to go there."""
+    if request.headers.get("HX-Request"):
+        return Response(status_code=401, headers={HX_REDIRECT: signin.SIGN_IN})
+    return redirect(signin.SIGN_IN, request=request)
+
+
+async def _refused(request: Request, exc: Exception) -> HTMLResponse:
+    assert isinstance(exc, Refused)
+    return render(request, "refused.html", None, status=exc.status, detail=exc.detail)
+
+
+async def _unknown_object(request: Request, exc: Exception) -> Response:
+    """A console page of a queue that is not (or no longer) defined leads back to the list; the
+    API's paths answer with their problem, as before."""
+    if request.url.path.startswith(f"{PREFIX}/"):
+        return redirect(f"{PREFIX}/queues", f"Refused: {exc}", request=request)
+    answer: Response = await request.app.exception_handlers[MQError](request, exc)
+    return answer
+
+
+def install(app: FastAPI) -> None:
+    app.state.console_rates = Rates()
+    app.add_exception_handler(UnknownObject, _unknown_object)
+    app.add_exception_handler(SignInNeeded, _sign_in_needed)
+    app.add_exception_handler(Refused, _refused)
+    for module in ROUTERS:
+        app.include_router(module.router)

@@ -1,0 +1,140 @@
+"""How the console answers: pages from Jinja2 templates, with the security headers every
+console response carries, one-shot notes after a change, and the redirects.
+
+The Content-Security-Policy allows scripts, styles and connections from this server only:
+no inline script, no ``on*`` attributes, no inline styles, no framing. The pages are
+rendered on the server; htmx (``/static/htmx``) refreshes parts of them and uPlot
+(``/static/uplot``) draws the overview's charts, both vendored, never from a CDN.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import ValidationError
+
+from admin_api.console.sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, Form, Session, field, secure
+from admin_api.problems import ApiProblem
+from queues.errors import MQError
+
+PREFIX = "/console"
+NOTE_COOKIE = "broker_console_note"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # "no-referrer" would make the browser send "Origin: null"
+    "Cache-Control": "no-store",
+}
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(ms: int | None) -> str:
+    """How long ago, in the largest unit that fits (``3 s``, ``12 min``, ``5 h``, ``2 d``)."""
+    if ms is None:
+        return ""
+    seconds = max(0.0, time.time() - ms / 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def words(reason_name: str) -> str:
+    """An MQ reason name for people: ``MQRC_Q_FULL`` -> ``q full``."""
+    return reason_name.split("_", 1)[-1].replace("_", " ").lower()
+
+
+def segment(value: object) -> str:
+    """A value as one path segment or query value: an MQ name's ``/`` encoded too (see
+    ``admin_api.object_names``), as every other reserved character."""
+    return quote(str(value), safe="")
+
+
+templates = Environment(
+    loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.filters.update(when=when, age=age, words=words, segment=segment, q=segment)  # q: a query value
+templates.globals.update(PREFIX=PREFIX, CSRF_FIELD=CSRF_FIELD, CSRF_HEADER=CSRF_HEADER)
+
+
+def render(
+    request: Request, name: str, session: Session | None, *, status: int = 200, **context: Any
+) -> HTMLResponse:
+    """The page ``name`` with the request's note (shown once) and the session's role and CSRF
+    token, so a template shows write controls only to those who may use them."""
+    raw = request.cookies.get(NOTE_COOKIE)
+    note = unquote(raw) if raw else None
+    html = templates.get_template(name).render(
+        request=request, session=session, note=note, path=request.url.path, **context
+    )
+    response = HTMLResponse(html, status_code=status, headers=HEADERS)
+    if raw is not None:
+        response.delete_cookie(NOTE_COOKIE, path=PREFIX)
+    return response
+
+
+def redirect(url: str, note: str | None = None, *, request: Request) -> Response:
+    """303 to ``url`` (a GET), leaving ``note`` for that page to show once."""
+    response = RedirectResponse(url, status_code=303, headers=HEADERS)
+    if note is not None:
+        response.set_cookie(
+            NOTE_COOKIE,
+            quote(note[:300]),
+            max_age=60,
+            path=PREFIX,
+            httponly=True,
+            samesite="strict",
+            secure=secure(request),
+        )
+    return response
+
+
+def back_to(values: Form, default: str) -> str:
+    """The console page a form came from (its ``back`` field), never a page elsewhere."""
+    back = field(values, "back")
+    return back if back.startswith(PREFIX + "/") and "//" not in back and "\\" not in back else default
+
+
+def outcome(request: Request, back: str, action: Callable[[], str]) -> Response:
+    """Carry out ``action`` (it says what it did) and go back to ``back`` with that note, or
+    with why the queue manager or the broker refused it (the MQ reason, as the API gives it)."""
+    try:
+        done = action()
+    except MQError as exc:
+        return redirect(back, f"Refused: {exc}", request=request)
+    except ApiProblem as exc:
+        return redirect(back, f"Refused: {exc.title}: {exc.detail}", request=request)
+    except ValidationError as exc:
+        wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return redirect(back, f"Refused: {wrong}", request=request)
+    except ValueError as exc:
+        return redirect(back, f"Refused: {exc}", request=request)
+    return redirect(back, done, request=request)
+
+
+def sign_in_cookie(response: Response, secret: str, request: Request) -> None:
+    response.set_cookie(COOKIE, secret, path="/", httponly=True, samesite="strict", secure=secure(request))
+
+
+def sign_out_cookie(response: Response) -> None:
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")

@@ -1,0 +1,134 @@
+"""Queues in the console: the paged list, one queue's attributes and messages, and the
+changes (define, alter, purge, delete), each made by the admin API's own handler, so the
+rules, the errors and the audit entries are the API's.
+
+Purge and delete ask first: the GET of ``.../purge`` or ``.../delete`` is a page that says
+what will go, and only its form's POST does it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse
+
+from admin_api.console.pages import PREFIX, outcome, render, segment
+from admin_api.console.sessions import FormValues, Operating, Operator, Viewing, field
+from admin_api.models import QueueAttributes, QueueCreate
+from admin_api.routers import queues as api
+from admin_api.services import Svc
+from broker.protocol.decoded import decode_message
+from queues import Browsed
+from queues.formatting import body_text, message_json
+
+router = APIRouter(prefix=f"{PREFIX}/queues", include_in_schema=False)
+
+PAGE = 50
+BROWSE_PAGE = 20
+NUMBERS = ("max_depth", "max_msg_length", "backout_threshold", "def_priority", "def_persistence")
+
+
+def _back(name: str) -> str:
+    return f"{PREFIX}/queues/{segment(name)}"
+
+
+def attributes(values: FormValues) -> dict[str, Any]:
+    """The attributes filled in on a define or alter form, typed as the API's bodies want them."""
+    changes: dict[str, Any] = {}
+    for name in NUMBERS:
+        if field(values, name):
+            changes[name] = int(field(values, name))
+    if "description" in values:
+        changes["description"] = field(values, "description")
+    for flag in ("put_enabled", "get_enabled"):
+        if f"{flag}_shown" in values:  # the form had the checkbox: unchecked means disabled
+            changes[flag] = flag in values
+    return changes
+
+
+def shown(found: Browsed) -> dict[str, Any]:
+    """A browsed message as the console shows it: MQMD fields, the MQRFH2 folders and the
+    ``<psc>`` command decoded (``broker.protocol.decoded``), the body as text or hex."""
+    message = found.message
+    decoded = decode_message(message)
+    text = body_text(message.body)
+    return {
+        "mqmd": message_json(message),
+        "put_at": found.put_at,
+        "rfh2": decoded.as_json() if decoded is not None else None,
+        "body_text": text,
+        "body_hex": None if text is not None else message.body.hex(),
+    }
+
+
+@router.get("")
+def list_queues(
+    request: Request, session: Viewing, svc: Svc, pattern: str = "*", after: str = ""
+) -> HTMLResponse:
+    page = svc.qm.queue_page(pattern or "*", after=after, limit=PAGE)
+    last = page[-1].definition.name if len(page) == PAGE else None
+    return render(request, "queues.html", session, page=page, pattern=pattern, after=after, next_after=last)
+
+
+@router.post("")
+def define_queue(request: Request, session: Operating, svc: Svc, values: FormValues) -> Response:
+    name = field(values, "name")
+
+    def define() -> str:
+        body = QueueCreate.model_validate({"name": name, **attributes(values)})
+        api.define_queue(session.token, svc, body, request, Response())
+        return f"Queue {name} defined"
+
+    return outcome(request, f"{PREFIX}/queues?pattern={segment(name)}", define)
+
+
+@router.get("/{name:name}")
+def show_queue(request: Request, session: Viewing, svc: Svc, name: str, after: str = "") -> HTMLResponse:
+    definition = svc.qm.inquire_queue(name)
+    page = svc.qm.browse(name, after=api.cursor(after or None), limit=BROWSE_PAGE)
+    return render(
+        request,
+        "queue.html",
+        session,
+        queue=definition,
+        messages=[shown(found) for found in page],
+        next_after=api.next_cursor(page, BROWSE_PAGE),
+    )
+
+
+@router.post("/{name:name}/alter")
+def alter_queue(request: Request, session: Operating, svc: Svc, values: FormValues, name: str) -> Response:
+    def alter() -> str:
+        api.alter_queue(session.token, svc, QueueAttributes.model_validate(attributes(values)), request, name)
+        return f"Queue {name} altered"
+
+    return outcome(request, _back(name), alter)
+
+
+@router.get("/{name:name}/purge")
+def confirm_purge(request: Request, session: Operator, svc: Svc, name: str) -> HTMLResponse:
+    return render(request, "confirm.html", session, action="purge", queue=svc.qm.inquire_queue(name))
+
+
+@router.post("/{name:name}/purge")
+def purge(request: Request, session: Operating, svc: Svc, name: str) -> Response:
+    def purge_it() -> str:
+        purged = api.purge(session.token, svc, request, name)
+        return f"Purged {purged.purged} messages from {name}"
+
+    return outcome(request, _back(name), purge_it)
+
+
+@router.get("/{name:name}/delete")
+def confirm_delete(request: Request, session: Operator, svc: Svc, name: str) -> HTMLResponse:
+    return render(request, "confirm.html", session, action="delete", queue=svc.qm.inquire_queue(name))
+
+
+@router.post("/{name:name}/delete")
+def delete_queue(request: Request, session: Operating, svc: Svc, values: FormValues, name: str) -> Response:
+    def delete() -> str:
+        api.delete_queue(session.token, svc, request, name, purge="purge" in values, force="force" in values)
+        return f"Queue {name} deleted"
+
+    return outcome(request, f"{PREFIX}/queues", delete)

@@ -1,0 +1,60 @@
+"""Subscriptions in the console: filtered in SQL and paged by key (``broker.store.listings``),
+so the page costs the same with a million of them; deregistered through the admin API's
+handler, which sends the broker the DeregSub naming exactly that subscription."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse
+
+from admin_api.console.pages import PREFIX, back_to, outcome, render
+from admin_api.console.sessions import FormValues, Operating, Viewing
+from admin_api.routers import subscriptions as api
+from admin_api.services import Svc
+from broker import store
+
+router = APIRouter(prefix=f"{PREFIX}/subscriptions", include_in_schema=False)
+
+PAGE = 50
+ORIGINS = {"": None, "local": False, "proxy": True}
+
+
+@router.get("")
+def list_subscriptions(
+    request: Request,
+    session: Viewing,
+    svc: Svc,
+    topic: str = "",
+    queue: str = "",
+    sub_point: str = "",
+    origin: str = "",
+    after: int = 0,
+) -> HTMLResponse:
+    where = store.SubscriptionFilter(
+        topic=topic or None,
+        queue=queue or None,
+        sub_point=sub_point or None,
+        proxy=ORIGINS.get(origin),
+    )
+    with svc.qm.reading() as conn:
+        page = store.list_subscriptions(conn, where, after_id=after, limit=PAGE)
+    filters = {"topic": topic, "queue": queue, "sub_point": sub_point, "origin": origin}
+    return render(
+        request,
+        "subscriptions.html",
+        session,
+        subscriptions=[api.subscription_out(i, s) for i, s in page],
+        filters=filters,
+        next_after=page[-1][0] if len(page) == PAGE else None,
+    )
+
+
+@router.post("/{subscription_id}/deregister")
+def deregister(
+    request: Request, session: Operating, svc: Svc, values: FormValues, subscription_id: int
+) -> Response:
+    def deregister_it() -> str:
+        api.delete_subscription(session.token, svc, request, subscription_id, user_id=None)
+        return f"Subscription {subscription_id} deregistered"
+
+    return outcome(request, back_to(values, f"{PREFIX}/subscriptions"), deregister_it)

@@ -1,0 +1,66 @@
+"""Queues in the console: paged list, browse with the MQRFH2 decoded, define, alter, purge and
+delete through the API's handlers (both dialects)."""
+
+from __future__ import annotations
+
+from queues import Message
+from tests.admin_api.console.conftest import Console
+from tests.e2e.processes import publication
+
+
+def test_the_list_pages_by_name_and_filters_by_pattern(console: Console) -> None:
+    for n in range(60):
+        console.api.qm.define_queue(f"APP.{n:03}")
+    first = console.get("/console/queues?pattern=APP.*").text
+    assert "APP.000" in first and "APP.049" in first and "APP.050" not in first
+    assert 'href="/console/queues?pattern=APP.%2A&amp;after=APP.049"' in first
+    second = console.get("/console/queues?pattern=APP.*&after=APP.049").text
+    assert "APP.050" in second and "APP.059" in second and "APP.049<" not in second
+    assert "SYSTEM.DEAD.LETTER.QUEUE" not in second
+    assert "No queue matches" in console.get("/console/queues?pattern=NONE.*").text
+
+
+def test_browse_shows_the_psc_command_its_topics_and_the_body(console: Console) -> None:
+    qm = console.api.qm
+    qm.define_queue("APP/IN")  # a slash in the name stays one path segment
+    qm.put("APP/IN", publication("Sport/Soccer", 10))
+    qm.put("APP/IN", Message(body=b"\x00\x01binary"))
+    html = console.get("/console/queues/APP%2FIN").text
+    assert '<dd class="command">Publish</dd>' in html
+    assert '<dd class="topics">Sport/Soccer</dd>' in html
+    assert "&lt;psc&gt; folder" in html
+    assert ">10</pre>" in html
+    assert ">000162696e617279</pre>" in html  # not text: hex
+
+
+def test_define_alter_purge_and_delete(console: Console) -> None:
+    qm = console.api.qm
+    defined = console.post("/console/queues", name="APP.Q", max_depth="7", description="orders")
+    assert "Queue APP.Q defined" in defined.text
+    assert (qm.inquire_queue("APP.Q").max_depth, qm.inquire_queue("APP.Q").description) == (7, "orders")
+    flags = {"put_enabled_shown": "1", "get_enabled_shown": "1", "get_enabled": "on"}  # put unticked
+    altered = console.post("/console/queues/APP.Q/alter", max_depth="9", **flags)
+    assert "Queue APP.Q altered" in altered.text
+    queue = qm.inquire_queue("APP.Q")
+    assert (queue.max_depth, queue.put_enabled, queue.get_enabled) == (9, False, True)
+    refused = console.post("/console/queues/APP.Q/alter", max_depth="-1")
+    assert "Refused: max_depth" in refused.text
+    console.post("/console/queues/APP.Q/alter", put_enabled_shown="1", put_enabled="on")
+    qm.put("APP.Q", Message(body=b"one"))
+    confirm = console.get("/console/queues/APP.Q/purge").text
+    assert "This removes all 1 messages from APP.Q" in confirm
+    assert qm.depth("APP.Q") == 1  # asking changes nothing
+    assert "Purged 1 messages from APP.Q" in console.post("/console/queues/APP.Q/purge").text
+    qm.put("APP.Q", Message(body=b"two"))
+    kept = console.post("/console/queues/APP.Q/delete")
+    assert "Refused: MQRC_Q_NOT_EMPTY" in kept.text
+    assert "Queue APP.Q deleted" in console.post("/console/queues/APP.Q/delete", purge="on").text
+    assert "APP.Q" not in [q.name for q in qm.list_queues()]
+
+
+def test_a_queue_that_is_not_defined_leads_back_to_the_list(console: Console) -> None:
+    gone = console.get("/console/queues/NOT.THERE")
+    assert str(gone.url).endswith("/console/queues")
+    assert "MQRC_UNKNOWN_OBJECT_NAME (2085)" in gone.text
+    problem = console.api.get("/api/v1/queues/NOT.THERE")  # the API's answer is unchanged
+    assert (problem.status_code, problem.headers["content-type"]) == (404, "application/problem+json")

@@ -1,0 +1,51 @@
+"""Subscriptions and the topic tree in the console, against a routing service (both dialects)."""
+
+from __future__ import annotations
+
+from tests.admin_api.conftest import Api
+from tests.admin_api.console.conftest import Console
+from tests.admin_api.test_retained import retain
+from tests.e2e.harness import ServiceThread
+
+
+def subscribe(api: Api, topic: str, queue: str) -> int:
+    made = api.post("/api/v1/subscriptions", "operator", json={"topics": [topic], "queue": queue})
+    assert made.status_code == 201, made.text
+    return int(made.json()["subscriptions"][0]["id"])
+
+
+def test_filter_and_deregister(console: Console, router: ServiceThread) -> None:
+    api = console.api
+    for queue in ("Q1", "Q2"):
+        api.qm.define_queue(queue)
+    soccer = subscribe(api, "Sport/Soccer", "Q1")
+    subscribe(api, "News/Today", "Q2")
+    html = console.get("/console/subscriptions", params={"topic": "Sport/#"}).text
+    assert "<td>Sport/Soccer</td>" in html and "News/Today" not in html
+    assert "News/Today" in console.get("/console/subscriptions", params={"queue": "Q2"}).text
+    assert "No subscription matches" in console.get("/console/subscriptions", params={"origin": "proxy"}).text
+    back = "/console/subscriptions?queue=Q1"
+    done = console.post(f"/console/subscriptions/{soccer}/deregister", back=back)
+    assert f"Subscription {soccer} deregistered" in done.text
+    assert str(done.url).endswith(back)
+    outside = console.post(f"/console/subscriptions/{soccer}/deregister", back="//elsewhere.example/")
+    assert str(outside.url).endswith("/console/subscriptions") and "Refused: Not Found" in outside.text
+
+
+def test_the_tree_counts_subscriptions_and_shows_and_deletes_retained(
+    console: Console, router: ServiceThread
+) -> None:
+    api = console.api
+    api.qm.define_queue("Q1")
+    subscribe(api, "Sport/#", "Q1")
+    subscribe(api, "Sport/Soccer", "Q1")
+    retain(api, "Sport/Soccer", "1-0")
+    root = console.get("/console/topics").text
+    assert '<span class="level-name">Sport</span> <span class="counts">0 here, 2 below</span>' in root
+    level = console.get("/console/topics/children", params={"under": "Sport"}).text
+    assert '<li data-topic="Sport/Soccer">' in level and "<code>1-0</code>" in level
+    assert '<li data-topic="Sport/#">' in level
+    retained_id = api.get("/api/v1/retained").json()["items"][0]["id"]
+    deleted = console.post(f"/console/retained/{retained_id}/delete", back="/console/topics")
+    assert f"Retained publication {retained_id} deleted" in deleted.text
+    assert api.get("/api/v1/retained").json()["items"] == []
