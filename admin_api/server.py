@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -59,14 +60,28 @@ def listening_socket(host: str, port: int) -> socket.socket:
     """The API's socket, bound before anything starts: a port in use is one clear error, and
     the broker never logs that it started behind an API that could not."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        return socket.create_server((host, port), family=family)
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        return _listen(socket.socket(family, kind, proto or socket.IPPROTO_TCP), address)
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc} "
             "(the api_host and api_port settings, "
             "--host and --port)"
         ) from None
+
+
+def _listen(sock: socket.socket, address: tuple[Any, ...]) -> socket.socket:
+    """Bind and listen, keeping the protocol number IPPROTO_TCP: asyncio turns Nagle's algorithm
+    off only on connections whose socket says TCP, and with it on every keep-alive response
+    waits for the client's delayed ACK (about 40 ms a request)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def serve(app: FastAPI, host: str, port: int, *, router: RoutingService | None = None) -> None:

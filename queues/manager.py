@@ -950,11 +950,18 @@ class QueueManager:
             raise UnknownObject(name)
         return QueueDefinition.from_row(row)
 
-    def list_queues(self, pattern: str = "*") -> list[QueueDefinition]:
-        """Queues whose names match ``pattern`` (``*`` and ``?`` wildcards), by name."""
+    def list_queues(
+        self, pattern: str = "*", *, offset: int = 0, limit: int | None = None
+    ) -> list[QueueDefinition]:
+        """Queues whose names match ``pattern`` (``*`` and ``?`` wildcards), by name, from the
+        ``offset``-th on."""
         with self.reading() as conn:
-            rows = sql.select_queues(conn)
-        return [QueueDefinition.from_row(r) for r in rows if fnmatch.fnmatchcase(r.name, pattern)]
+            rows = sql.select_queues(conn, pattern, offset=offset, limit=limit)
+        return [QueueDefinition.from_row(r) for r in rows]
+
+    def count_queues(self, pattern: str = "*") -> int:
+        with self.reading() as conn:
+            return sql.count_queues(conn, pattern)
 
     def queue_page(self, pattern: str = "*", *, after: str = "", limit: int = 50) -> list[QueueHead]:
         """Up to ``limit`` queues matching ``pattern``, by name after ``after`` (keyset paging:

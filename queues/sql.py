@@ -70,8 +70,30 @@ def insert_qmgr(conn: Connection, name: str, now: int, description: str = "") ->
 # --- queue definitions ---------------------------------------------------------------------
 
 
-def select_queues(conn: Connection) -> list[Row[Any]]:
-    return list(conn.execute(select(queues).order_by(queues.c.name)))
+def select_queues(
+    conn: Connection, pattern: str = "*", *, offset: int = 0, limit: int | None = None
+) -> list[Row[Any]]:
+    """Queues whose names match ``pattern``, by name; the page is cut in SQL, so a page of 50
+    costs one index range, not a read of every queue."""
+    stmt = select(queues).order_by(queues.c.name).offset(offset).limit(limit)
+    return list(conn.execute(_matching(conn, stmt, pattern)))
+
+
+def count_queues(conn: Connection, pattern: str = "*") -> int:
+    stmt = select(func.count()).select_from(queues)
+    return int(conn.execute(_matching(conn, stmt, pattern)).scalar_one())
+
+
+def _matching(conn: Connection, stmt: Any, pattern: str) -> Any:
+    """``stmt`` narrowed to the names ``pattern`` matches: ``*`` any run, ``?`` one character,
+    case-sensitive on both databases (SQLite's GLOB has exactly these wildcards and no others a
+    queue name can hold; PostgreSQL's LIKE gets the literal ``%`` and ``_`` escaped)."""
+    if pattern == "*":
+        return stmt
+    if conn.dialect.name == "sqlite":
+        return stmt.where(queues.c.name.op("GLOB")(pattern))
+    like = like_literal(pattern).replace("*", "%").replace("?", "_")
+    return stmt.where(queues.c.name.like(like, escape="\\"))
 
 
 def select_deepest_queues(conn: Connection, limit: int) -> list[Row[Any]]:
@@ -81,9 +103,14 @@ def select_deepest_queues(conn: Connection, limit: int) -> list[Row[Any]]:
     return list(conn.execute(deepest.limit(limit)))
 
 
+def like_literal(text: str) -> str:
+    """``text`` as a LIKE pattern (escape ``\\``) that matches only itself."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def like_prefix(prefix: str) -> str:
     """A LIKE pattern (escape ``\\``) for the strings starting with ``prefix``."""
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return like_literal(prefix) + "%"
 
 
 def select_queue_page(conn: Connection, *, after: str, prefix: str, limit: int) -> list[Row[Any]]:

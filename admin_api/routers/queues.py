@@ -185,10 +185,10 @@ def list_queues(
     limit: int = Limit,
     offset: int = Query(0, ge=0, le=MAX_ID),
 ) -> QueuePage:
-    found = svc.qm.list_queues(pattern)
+    found = svc.qm.list_queues(pattern, offset=offset, limit=limit)
     return QueuePage(
-        items=[_queue(q) for q in found[offset : offset + limit]],
-        total=len(found),
+        items=[_queue(q) for q in found],
+        total=svc.qm.count_queues(pattern),
         offset=offset,
         limit=limit,
     )

@@ -1,5 +1,5 @@
-"""Web console benchmark: how fast its pages answer with 100,000 queues, against the admin API's
-own queue listing in the same run.
+"""Web console benchmark: how fast its pages answer with 100,000 queues, against the cost of any
+request on the machine (``/health``) in the same run.
 
 Data: N queues (default 100,000) ``BENCH.Q<n>`` in a throw-away database (PostgreSQL by
 default, ``--database sqlite`` for a file), every hundredth holding a few messages, inserted in
@@ -9,8 +9,9 @@ Latency: ``broker api`` (a real uvicorn process) answers one client signed in to
 (its session cookie) over HTTP keep-alive; each case is requested ``--requests`` times and
 p50/p99 are measured at the client:
 
-* anchor: ``GET /api/v1/queues?limit=50``, the API's listing, which reads every queue to page;
-* floor: ``GET /health``, what any request costs on this machine (HTTP, uvicorn, no database);
+* anchor: ``GET /health``, what any request costs on this machine (HTTP, uvicorn, no database);
+* the API's queue listing, ``GET /api/v1/queues?limit=50``, at offset 0 and at a random offset in
+  the second half (the page is cut in SQL);
 * queues, first page: ``/console/queues``, 50 queues with depth and oldest message age;
 * queues, deep page: 50 queues after a random name in the second half (keyset);
 * queues by pattern: ``BENCH.Q0<d>*`` (a thousandth of the queues match);
@@ -20,7 +21,7 @@ p50/p99 are measured at the client:
   does: ``Region<r>/Site<s>/Device<i>/temperature``): the first page of subscriptions, those
   matching ``Region<r>/Site<s>/#``, and the topic tree's level below ``Region<r>``.
 
-The figures are printed beside the anchor's p50 as a ratio (under 1: faster than the anchor).
+The figures are printed beside the anchor's p50 as a ratio: what a page costs over a bare request.
 """
 
 from __future__ import annotations
@@ -50,8 +51,7 @@ CHUNK = 10_000
 EVERY = 100  # every EVERY-th queue holds messages
 MESSAGES = 3
 QMGR = "QM1"
-ANCHOR = "anchor: API /api/v1/queues?limit=50"
-FLOOR = "floor: /health (the HTTP round trip)"
+ANCHOR = "anchor: /health (the HTTP round trip)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +112,16 @@ def _cases(count: int, subscriptions: int, rng: random.Random) -> list[Case]:
     def deep() -> str:
         return queue_name(rng.randrange(count // 2, count))
 
+    def deep_offset() -> int:
+        return rng.randrange(count // 2, count)
+
     def pattern() -> str:
         return f"BENCH.Q0{rng.randrange(10)}*"
 
     cases = [
-        (ANCHOR, page("/api/v1/queues", limit=50)),
-        (FLOOR, page("/health")),
+        (ANCHOR, page("/health")),
+        ("API queues, first page", page("/api/v1/queues", limit=50)),
+        ("API queues, deep page", page("/api/v1/queues", limit=50, offset=deep_offset)),
         ("console queues, first page", page("/console/queues")),
         ("console queues, deep page", page("/console/queues", after=deep)),
         (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from admin_api import create_app
-from admin_api.server import serve
+from admin_api.server import listening_socket, serve
 from broker import store
 from broker.service.config import Settings
 from queues import MQError, QueueManager, Reason, make_engine
@@ -115,3 +116,28 @@ def test_a_router_that_crashes_stops_the_api_and_its_error_is_raised(
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+def test_api_connections_send_without_waiting_for_acknowledgements() -> None:
+    """Nagle's algorithm off on every accepted connection: with it on, each keep-alive response
+    after the first waits for the client's delayed ACK (about 40 ms)."""
+
+    async def accept_one() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listening_socket("127.0.0.1", 0))
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return await asyncio.wait_for(accepted, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accept_one()) != 0

@@ -216,6 +216,24 @@ def test_list_matches_patterns_and_sorts_by_name(qm):
     assert qm.list_queues("NOTHING*") == []
 
 
+def test_list_patterns_match_in_sql_exactly_as_mq_names_are_written(qm):
+    for name in ("APP_X", "APPAX", "A%B", "AXB", "app.low", "APP.LOW"):
+        qm.define_queue(name)
+    assert [q.name for q in qm.list_queues("APP_*")] == ["APP_X"]  # _ is a character, not a wildcard
+    assert [q.name for q in qm.list_queues("A%B")] == ["A%B"]
+    assert [q.name for q in qm.list_queues("app.*")] == ["app.low"]  # case-sensitive on both
+    assert qm.count_queues("APP*") == 3
+    assert qm.count_queues() == 7
+
+
+def test_list_pages_are_cut_in_order(qm):
+    for n in range(7):
+        qm.define_queue(f"PAGE.{n}")
+    assert [q.name for q in qm.list_queues("PAGE.*", offset=2, limit=3)] == ["PAGE.2", "PAGE.3", "PAGE.4"]
+    assert [q.name for q in qm.list_queues("PAGE.*", offset=6, limit=3)] == ["PAGE.6"]
+    assert qm.list_queues("PAGE.*", offset=7, limit=3) == []
+
+
 def test_queue_pages_follow_each_other_by_name_and_match_patterns(qm):
     for name in ("APP.B", "APP.A", "APP.AB", "APP_X", "OTHER", "A%B"):
         qm.define_queue(name)
