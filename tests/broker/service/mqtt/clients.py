@@ -7,6 +7,7 @@ import queue
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,6 +239,16 @@ class MqttBroker:
         else:
             self.process.terminate()
         self.process.start()
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    """Whether ``check`` holds within ``timeout`` (for what the broker does after a close)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def protocol_error(raw: Raw) -> bool:
