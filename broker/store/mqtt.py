@@ -18,9 +18,10 @@ import hmac
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from hashlib import blake2b
 
-from sqlalchemy import Connection, Table, delete, insert, select, tuple_, update
+from sqlalchemy import Connection, Delete, Table, bindparam, delete, insert, select, update
 
 from broker.store.schema import (
     mqtt_inbound,
@@ -277,11 +278,11 @@ def store_outbound(conn: Connection, client_id: str, rows: Sequence[OutboundRow]
 def release_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
     """PUBREC came for these QoS 2 messages: after a restart, PUBREL is what is sent again."""
     if ids:
-        pairs = [(session_key(c), p) for c, p in ids]
         conn.execute(
             update(mqtt_outbound)
-            .where(tuple_(mqtt_outbound.c.session_key, mqtt_outbound.c.packet_id).in_(pairs))
-            .values(released=1)
+            .where(mqtt_outbound.c.session_key == bindparam("k"), mqtt_outbound.c.packet_id == bindparam("v"))
+            .values(released=1),
+            [{"k": session_key(c), "v": p} for c, p in ids],
         )
 
 
@@ -290,6 +291,12 @@ def forget_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
 
 
 def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
-    """Delete rows by (session_key, ``column``) pairs, one statement for a whole batch."""
+    """Delete rows by (session_key, ``column``) pairs: one statement, compiled once and
+    executed for the whole batch's pairs."""
     if pairs:
-        conn.execute(delete(table).where(tuple_(table.c.session_key, table.c[column]).in_(pairs)))
+        conn.execute(_deletion(table, column), [{"k": key, "v": value} for key, value in pairs])
+
+
+@cache
+def _deletion(table: Table, column: str) -> Delete:
+    return delete(table).where(table.c.session_key == bindparam("k"), table.c[column] == bindparam("v"))

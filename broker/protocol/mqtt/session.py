@@ -213,7 +213,9 @@ class Session:
             return []
         self.phase = Phase.OPEN
         self._awaiting_release = set(awaiting_release)
-        actions: list[Action] = [Send(ConnAck(session_present, CONNACK_ACCEPTED))]
+        # 3.1's CONNACK has no session-present flag: its first byte is reserved, sent as 0.
+        present = session_present and self.connect is not None and self.connect.protocol_level != MQTT_31
+        actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED))]
         for item in outbound:
             packet_id = item.publish.packet_id
             assert packet_id is not None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 
 from broker.client import command_message, decode_publication
 from broker.protocol import psc
@@ -28,6 +29,7 @@ from queues.ids import mq_date_time, now_ms
 from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, derive
 
 QOS_FOLDER = "mqtt"
+CACHED_BODY = 64 * 1024
 _QOS = re.compile(r"<qos>([0-2])</qos>")
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
 # A session's subscriptions go when it does, whoever registered them: the broker's own act.
@@ -117,9 +119,20 @@ def discard(queue: str, admin: str) -> Message:
 def delivery(message: Message) -> Publish:
     """A publication from a session queue as the PUBLISH to send (QoS as published, RETAIN
     from IsRetainedPub; the listener lowers the QoS to the one granted and numbers it)."""
-    received = decode_publication(message)
-    qos = 2 if message.persistence == MQPER_PERSISTENT else 0
+    decode = _decoded if len(message.body) <= CACHED_BODY else _decode
+    return decode(message.body, message.encoding, message.format, message.persistence)
+
+
+def _decode(body: bytes, encoding: int, format: str, persistence: int) -> Publish:
+    received = decode_publication(
+        Message(body=body, encoding=encoding, format=format, persistence=persistence)
+    )
+    qos = 2 if persistence == MQPER_PERSISTENT else 0
     for folder in received.folders:
         if folder.startswith(f"<{QOS_FOLDER}>") and (found := _QOS.search(folder)):
             qos = int(found.group(1))
     return Publish(received.topic, received.body, qos=qos, retain=received.retained)
+
+
+# A publication's subscribers get copies with one body: small ones are decoded once.
+_decoded = lru_cache(maxsize=256)(_decode)

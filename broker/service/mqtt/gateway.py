@@ -60,6 +60,13 @@ class Batch:
     state: BrokerState
     now: int
     effects: list[Effect] = field(default_factory=list)
+    acknowledged: list[tuple[str, int]] = field(default_factory=list)  # outbound messages to forget
+
+    def flush(self) -> None:
+        """Forget the acknowledged outbound messages: one statement for the whole batch, and
+        before any of their packet ids is stored again for a new message."""
+        sessions.forget_outbound(self.uow.connection, self.acknowledged)
+        self.acknowledged.clear()
 
     def route(self, message: Message, source_queue: str) -> Outcome:
         """Route ``message`` as if taken from ``source_queue``; later jobs see its changes."""
@@ -148,6 +155,7 @@ class Gateway:
         with self.qm.unit_of_work() as uow:
             batch = Batch(uow, self.router.state_in(uow), now_ms())
             results = [job(batch) for job in jobs]
+            batch.flush()
             self.router.apply_effects(uow, batch.effects)
         return results
 
@@ -262,7 +270,7 @@ class Gateway:
         pairs = [(client_id, packet_id)]
         if received:
             return lambda batch: sessions.release_outbound(batch.uow.connection, pairs)
-        return lambda batch: sessions.forget_outbound(batch.uow.connection, pairs)
+        return lambda batch: batch.acknowledged.extend(pairs)
 
     def fetch(self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int]) -> Job:
         """Take up to ``len(ids)`` publications from the session queue for sending: each at
@@ -292,7 +300,9 @@ class Gateway:
                         )
                     )
                 out.append(publish)
-            sessions.store_outbound(batch.uow.connection, client_id, stored)
+            if stored:
+                batch.flush()
+                sessions.store_outbound(batch.uow.connection, client_id, stored)
             return out
 
         return job

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,15 +136,20 @@ class Connection:
             self.perform(self.session.refused(exc.return_code))
             return
         except MqttProtocolError as exc:
+            # The packets of the same read before the malformed one count, whatever TCP's split.
+            self._handle(exc.packets)
             self.listener.count("malformed")
             self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
             return
+        self._handle(packets)
+
+    def _handle(self, packets: Sequence[Packet]) -> None:
         now = time.monotonic()
         for packet in packets:
-            self.listener.count_packet("in", packet)
-            self.perform(self.session.receive(packet, now))
             if self.closing:
                 break
+            self.listener.count_packet("in", packet)
+            self.perform(self.session.receive(packet, now))
 
     # -- actions ---------------------------------------------------------------------------
 

@@ -257,3 +257,9 @@ def test_answers_after_close_are_dropped() -> None:
     session.connection_lost("gone")
     assert session.routed(publish) == []
     assert session.room == 0
+
+
+def test_a_31_connack_never_says_session_present() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(level=MQTT_31, clean=False), 0.0)
+    assert sent(session.opened(True, [], [])) == [ConnAck(False, CONNACK_ACCEPTED)]
