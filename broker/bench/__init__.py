@@ -22,6 +22,7 @@ BENCHMARKS = {
     "network": "publications/s from QMB to subscribers at QMC through QMA, against one broker",
     "spark": "broker spark route on local[1] and local[2] against broker serve, same backlog",
     "startup": "how long the broker command takes to start, against the bare interpreter",
+    "mqtt": "MQTT publications, deliveries, latency and idle memory of broker serve --mqtt against Mosquitto",
 }
 
 
