@@ -24,6 +24,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from queues.message import Message
 log = logging.getLogger("broker.mqtt")
 
 MAX_JOBS_PER_BATCH = 2000
+LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
 
 
@@ -97,7 +99,7 @@ class Gateway:
         self.router = RoutingService(qm, settings, metrics=metrics)
         self.stream = next(iter(self.router.config.streams))
         self.control = self.router.config.control_queue
-        self._jobs: queue.SimpleQueue[tuple[Job, asyncio.Future[Any]] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Job, asyncio.Future[Any], bool] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
 
     def start(self) -> None:
@@ -108,10 +110,13 @@ class Gateway:
         self._jobs.put(None)
         self._thread.join(timeout=30)
 
-    def submit(self, job: Job) -> asyncio.Future[Any]:
-        """Run ``job`` in the next batch; the future (of the calling loop) gets its result."""
+    def submit(self, job: Job, *, lazy: bool = False) -> asyncio.Future[Any]:
+        """Run ``job`` in the next batch; the future (of the calling loop) gets its result.
+        A ``lazy`` job (forgetting acknowledged messages: losing it costs a duplicate QoS 1
+        delivery at most, never a loss) does not call for a commit of its own: it waits up
+        to ``LAZY_SECONDS`` for a batch that commits anyway."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._jobs.put((job, future))
+        self._jobs.put((job, future, lazy))
         return future
 
     # -- the thread ------------------------------------------------------------------------
@@ -122,17 +127,21 @@ class Gateway:
             first = self._jobs.get()
             if first is None:
                 break
-            jobs = [first]
-            while len(jobs) < MAX_JOBS_PER_BATCH:
+            pending = [first]
+            urgent = not first[2]
+            deadline = time.monotonic() + LAZY_SECONDS
+            while len(pending) < MAX_JOBS_PER_BATCH:
+                wait = 0.0 if urgent else deadline - time.monotonic()
                 try:
-                    item = self._jobs.get_nowait()
+                    item = self._jobs.get(timeout=wait) if wait > 0 else self._jobs.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
                     stopping = True
                     break
-                jobs.append(item)
-            self._batch(jobs)
+                pending.append(item)
+                urgent = urgent or not item[2]
+            self._batch([(job, future) for job, future, _ in pending])
 
     def _batch(self, jobs: list[tuple[Job, asyncio.Future[Any]]]) -> None:
         try:

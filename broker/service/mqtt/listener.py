@@ -95,6 +95,7 @@ class Connection:
         self.finished = asyncio.Event()
         self._steps: asyncio.Queue[Step] = asyncio.Queue()
         self._wake = asyncio.Event()
+        self._blocked = False  # deliveries wait for the in-flight window
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -174,8 +175,11 @@ class Connection:
             elif isinstance(action, Deregister):
                 self._deregister(action)
             elif isinstance(action, Delivered):
-                gateway.submit(gateway.acknowledged(self.client_id, action.packet_id, received=False))
-                self._wake.set()
+                job = gateway.acknowledged(self.client_id, action.packet_id, received=False)
+                gateway.submit(job, lazy=True)
+                if self._blocked:  # the window was full: there is room again
+                    self._blocked = False
+                    self._wake.set()
             elif isinstance(action, Received):
                 job = gateway.acknowledged(self.client_id, action.packet_id, received=True)
                 self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.recorded(i))
@@ -335,7 +339,10 @@ class Connection:
         while not self.closing:
             await self._wake.wait()
             self._wake.clear()
-            while not self.closing and self.session.room:
+            while not self.closing:
+                if not self.session.room:
+                    self._blocked = True
+                    break
                 ids = self.session.free_ids(min(self.session.room, FETCH_LIMIT))
                 taken = await gateway.submit(
                     gateway.fetch(self.client_id, self.queue, ids, dict(self.granted))
