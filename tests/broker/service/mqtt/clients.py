@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,7 +93,11 @@ class Paho:
         return self.messages.empty()
 
     def close(self) -> None:
+        """DISCONNECT, and wait until it is sent (else the broker sees a lost connection)."""
+        gone = threading.Event()
+        self.client.on_disconnect = lambda *_: gone.set()
         self.client.disconnect()
+        gone.wait(TIMEOUT)
         self.client.loop_stop()
 
 
