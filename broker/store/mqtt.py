@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from hashlib import blake2b
 
-from sqlalchemy import Connection, Delete, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Delete, Table, bindparam, delete, func, insert, select, update
 
 from broker.store.schema import (
     mqtt_inbound,
@@ -110,6 +110,8 @@ class StoredSession:
     address: str
     created_at: int
     connected_at: int
+    online: bool = True
+    in_flight: int = 0  # outbound messages sent and not yet acknowledged
 
     @property
     def key(self) -> bytes:
@@ -134,7 +136,23 @@ def find_session(conn: Connection, client_id: str) -> StoredSession | None:
 
 
 def list_sessions(conn: Connection) -> list[StoredSession]:
-    return [_session(row) for row in conn.execute(select(mqtt_sessions).order_by(mqtt_sessions.c.client_id))]
+    """Every stored session, with its count of unacknowledged outbound messages."""
+    in_flight = (
+        select(func.count())
+        .where(mqtt_outbound.c.session_key == mqtt_sessions.c.session_key)
+        .scalar_subquery()
+        .label("in_flight")
+    )
+    rows = conn.execute(select(mqtt_sessions, in_flight).order_by(mqtt_sessions.c.client_id))
+    return [_session(row) for row in rows]
+
+
+def set_offline(conn: Connection, client_ids: Sequence[str] | None = None) -> None:
+    """The sessions' clients have gone (all sessions: the listener starts, none is connected)."""
+    statement = update(mqtt_sessions).values(online=0)
+    if client_ids is not None:
+        statement = statement.where(mqtt_sessions.c.session_key.in_([session_key(c) for c in client_ids]))
+    conn.execute(statement)
 
 
 def _session(row: object) -> StoredSession:
@@ -148,6 +166,8 @@ def _session(row: object) -> StoredSession:
         m["address"],
         m["created_at"],
         m["connected_at"],
+        bool(m["online"]),
+        m.get("in_flight", 0),
     )
 
 
@@ -159,6 +179,7 @@ def save_session(conn: Connection, session: StoredSession) -> None:
         "protocol_level": session.protocol_level,
         "address": session.address[:64],
         "connected_at": session.connected_at,
+        "online": 1,
     }
     changed = conn.execute(
         update(mqtt_sessions).where(mqtt_sessions.c.session_key == session.key).values(**values)

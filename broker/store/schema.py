@@ -181,6 +181,7 @@ mqtt_sessions = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("connected_at", BigInteger, nullable=False),
     Column("next_seq", BigInteger, nullable=False),  # the order of its outbound messages
+    Column("online", SmallInteger, nullable=False),  # a client is connected to it
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).

@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.BigInteger(), nullable=False),
         sa.Column("connected_at", sa.BigInteger(), nullable=False),
         sa.Column("next_seq", sa.BigInteger(), nullable=False),
+        sa.Column("online", sa.SmallInteger(), nullable=False),
         sa.PrimaryKeyConstraint("session_key", name="pk_psb_mqtt_sessions"),
         sa.UniqueConstraint("queue", name="uq_psb_mqtt_sessions_queue"),
     )

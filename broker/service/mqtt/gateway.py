@@ -103,6 +103,10 @@ class Gateway:
         self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
 
     def start(self) -> None:
+        """Start the thread; no client of this listener is connected yet (one listener per
+        database: a session marked online was cut by a stop or a crash)."""
+        with self.qm.unit_of_work() as uow:
+            sessions.set_offline(uow.connection)
         self._thread.start()
 
     def stop(self) -> None:
@@ -211,6 +215,10 @@ class Gateway:
             )
 
         return job
+
+    def offline(self, client_id: str) -> Job:
+        """A persistent session's client has gone: it stays, marked offline."""
+        return lambda batch: sessions.set_offline(batch.uow.connection, [client_id])
 
     def close(self, client_id: str, queue_name: str) -> Job:
         """A clean session ends with its connection: subscriptions, rows and messages go."""

@@ -122,7 +122,7 @@ class Connection:
                     continue
                 if not data:
                     break
-                self.listener.metrics_in(len(data))
+                self.listener.count_bytes("in", len(data))
                 self._received(data)
         except (ConnectionError, OSError) as exc:
             reason = f"socket error: {exc}"
@@ -139,7 +139,7 @@ class Connection:
         except MqttProtocolError as exc:
             # The packets of the same read before the malformed one count, whatever TCP's split.
             self._handle(exc.packets)
-            self.listener.count("malformed")
+            self.listener.refused("malformed")
             self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
             return
         self._handle(packets)
@@ -194,7 +194,7 @@ class Connection:
 
         def then(routed: bool) -> list[Action]:
             if not routed:
-                self.listener.count("refused_publish")
+                self.listener.refused("publish")
                 log.warning(
                     "mqtt publication refused: not authorised",
                     extra={"client_id": self.client_id, "user": self.user_id, "topic": publish.topic},
@@ -213,7 +213,7 @@ class Connection:
                 if code <= 2:
                     self.granted[text] = code
                 else:
-                    self.listener.count("refused_subscription")
+                    self.listener.refused("subscribe")
                     log.warning(
                         "mqtt subscription refused: not authorised",
                         extra={"client_id": self.client_id, "user": self.user_id, "filter": text},
@@ -263,7 +263,7 @@ class Connection:
             return
         data = encode(packet)
         self.listener.count_packet("out", packet)
-        self.listener.metrics_out(len(data))
+        self.listener.count_bytes("out", len(data))
         self.writer.write(data)
 
     def _will(self) -> Any:
@@ -275,7 +275,7 @@ class Connection:
     async def _open(self, action: Open) -> list[Action]:
         code, user_id = await asyncio.to_thread(self.listener.authenticate, action.connect)
         if code:
-            self.listener.count("refused_connect")
+            self.listener.refused("connect")
             log.warning(
                 "mqtt connection refused",
                 extra={"client_id": action.client_id, "user": action.connect.username, "return_code": code},
@@ -313,10 +313,13 @@ class Connection:
                 will = close.will
                 publish = Publish(will.topic, will.payload, will.qos, will.retain)
                 await gateway.submit(gateway.publish(self.client_id, publish, self.user_id))
-                self.listener.count("wills")
-            if self.queue and self.listener.detach(self) and self.clean:
-                await gateway.submit(gateway.close(self.client_id, self.queue))
-                await asyncio.to_thread(self.listener.delete_queue, self.queue)
+                self.listener.metrics.mqtt.wills.inc()
+            if self.queue and self.listener.detach(self):
+                if self.clean:
+                    await gateway.submit(gateway.close(self.client_id, self.queue))
+                    await asyncio.to_thread(self.listener.delete_queue, self.queue)
+                else:
+                    gateway.submit(gateway.offline(self.client_id), lazy=True)
         except Exception as exc:
             log.warning(
                 "mqtt session not ended cleanly", extra={"client_id": self.client_id, "error": repr(exc)}
@@ -374,7 +377,6 @@ class MqttListener:
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
         self.ready = threading.Event()
-        self.counters: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -410,9 +412,10 @@ class MqttListener:
             log.info("mqtt listener stopped")
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.count("connections")
+        self.metrics.mqtt.accepted.inc()
         connection = Connection(self, reader, writer)
         self.connections.add(connection)
+        self.metrics.mqtt.connections.set(len(self.connections))
         try:
             await connection.run()
         except Exception:
@@ -420,6 +423,7 @@ class MqttListener:
             writer.close()
         finally:
             self.connections.discard(connection)
+            self.metrics.mqtt.connections.set(len(self.connections))
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -496,14 +500,11 @@ class MqttListener:
 
     # -- counters --------------------------------------------------------------------------
 
-    def count(self, name: str, amount: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + amount
-
     def count_packet(self, direction: str, packet: Packet) -> None:
-        self.count(f"packets_{direction}_{type(packet).__name__.lower()}")
+        self.metrics.mqtt.packets.labels(direction, type(packet).__name__.upper()).inc()
 
-    def metrics_in(self, size: int) -> None:
-        self.count("bytes_in", size)
+    def count_bytes(self, direction: str, size: int) -> None:
+        self.metrics.mqtt.bytes.labels(direction).inc(size)
 
-    def metrics_out(self, size: int) -> None:
-        self.count("bytes_out", size)
+    def refused(self, what: str) -> None:
+        self.metrics.mqtt.refused.labels(what).inc()
