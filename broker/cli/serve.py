@@ -55,8 +55,9 @@ def run(ctx: Context) -> None:
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)
     pool.start()
-    listener = _mqtt(ctx, service)
+    listener = None
     try:
+        listener = _mqtt(ctx, service)
         _serve(ctx, service)
     finally:
         if listener is not None:
@@ -72,7 +73,7 @@ def _mqtt(ctx: Context, service: RoutingService) -> MqttThread | None:
     from broker.service.mqtt import MqttThread
 
     host, port = mqtt_address(ctx.settings.mqtt_listen)
-    listener = MqttThread(ctx.qm, ctx.settings, host, port, service.metrics)
+    listener = MqttThread(ctx.qm, ctx.settings, host, port, service.metrics, failed=service.stop)
     listener.start()
     return listener
 

@@ -19,8 +19,11 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Any
 
 from broker.protocol.mqtt.codec import Decoder, encode
@@ -93,10 +96,13 @@ class Connection:
         self.granted: dict[str, int] = {}
         self.closing = False
         self.finished = asyncio.Event()
-        self._steps: asyncio.Queue[Step] = asyncio.Queue()
-        self._wake = asyncio.Event()
+        self._steps: deque[Step] = deque()  # a deque and an event: lighter than asyncio.Queue
+        self._stepped = asyncio.Event()
+        self._dirty = False  # the session queue may hold something not yet taken
+        self._pumping: asyncio.Task[None] | None = None
         self._blocked = False  # deliveries wait for the in-flight window
-        self._tasks: list[asyncio.Task[None]] = []
+        self._answering: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     @property
     def client_id(self) -> str:
@@ -109,26 +115,44 @@ class Connection:
     # -- reading ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._tasks.append(asyncio.create_task(self._answer()))
+        self._answering = asyncio.create_task(self._answer())
+        self._expire()  # arms the timer of the wait for CONNECT
         reason = "connection closed by the client"
         try:
             while not self.closing:
-                deadline = self.session.deadline()
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
-                except TimeoutError:
-                    self.perform(self.session.tick(time.monotonic()))
-                    continue
+                data = await self.reader.read(READ_SIZE)
                 if not data:
                     break
                 self.listener.count_bytes("in", len(data))
                 self._received(data)
+                self._rearm()
         except (ConnectionError, OSError) as exc:
             reason = f"socket error: {exc}"
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             self.perform(self.session.connection_lost(reason))
             await self.finished.wait()
+
+    def _rearm(self) -> None:
+        """The deadline moves later with every packet (the timer finds out when it fires),
+        but CONNECT may bring it nearer (a keepalive shorter than the wait for CONNECT)."""
+        deadline = self.session.deadline()
+        if self._timer is not None and (deadline is None or deadline < self._timer.when()):
+            self._timer.cancel()
+            self._expire()
+
+    def _expire(self) -> None:
+        """At the session's deadline: close if it has passed (keepalive, or no CONNECT in
+        time), else wait for the new one. One timer per connection, not one per read."""
+        self._timer = None
+        actions = self.session.tick(time.monotonic())
+        if actions:
+            self.perform(actions)
+            return
+        deadline = self.session.deadline()  # time.monotonic(), the event loop's clock
+        if deadline is not None and not self.closing:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
 
     def _received(self, data: bytes) -> None:
         try:
@@ -179,13 +203,14 @@ class Connection:
                 gateway.submit(job, lazy=True)
                 if self._blocked:  # the window was full: there is room again
                     self._blocked = False
-                    self._wake.set()
+                    self.wake()
             elif isinstance(action, Received):
                 job = gateway.acknowledged(self.client_id, action.packet_id, received=True)
                 self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.recorded(i))
 
     def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
-        self._steps.put_nowait(Step(awaitable, then))
+        self._steps.append(Step(awaitable, then))
+        self._stepped.set()
 
     def _route(self, publish: Publish) -> None:
         future = self.listener.gateway.submit(
@@ -218,7 +243,7 @@ class Connection:
                         "mqtt subscription refused: not authorised",
                         extra={"client_id": self.client_id, "user": self.user_id, "filter": text},
                     )
-            self._wake.set()  # retained publications for the new subscriptions
+            self.wake()  # retained publications for the new subscriptions
             return self.session.subscribed(packet.packet_id, codes)
 
         self._step(future, then)
@@ -238,7 +263,11 @@ class Connection:
     async def _answer(self) -> None:
         """Take the steps in order: send, close, or hand their answers back to the session."""
         while True:
-            step = await self._steps.get()
+            if not self._steps:
+                self._stepped.clear()
+                await self._stepped.wait()
+                continue
+            step = self._steps.popleft()
             try:
                 result = None if step.awaitable is None else await step.awaitable
             except Exception as exc:  # a failed job: the client sees the connection close
@@ -273,7 +302,10 @@ class Connection:
     # -- opening and ending ----------------------------------------------------------------
 
     async def _open(self, action: Open) -> list[Action]:
-        code, user_id = await asyncio.to_thread(self.listener.authenticate, action.connect)
+        listener = self.listener
+        code, user_id = await asyncio.get_running_loop().run_in_executor(
+            listener.authenticator, listener.authenticate, action.connect
+        )
         if code:
             self.listener.refused("connect")
             log.warning(
@@ -291,7 +323,7 @@ class Connection:
         )
         self.granted = dict(opened.granted)
         self.listener.attach(self)
-        self._tasks.append(asyncio.create_task(self._pump()))
+        self.wake()
         log.info(
             "mqtt client connected",
             extra={
@@ -327,35 +359,40 @@ class Connection:
         finally:
             log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
             self.writer.close()
-            for task in self._tasks:
-                if task is not asyncio.current_task():
+            for task in (self._answering, self._pumping):
+                if task is not None and task is not asyncio.current_task():
                     task.cancel()
             self.finished.set()
 
     def wake(self) -> None:
-        self._wake.set()
+        """Something may wait on the session queue: deliver it. The delivery task exists only
+        while there is something to deliver (an idle connection holds no task for it)."""
+        self._dirty = True
+        if self._pumping is None and self.queue and not self.closing:
+            self._pumping = asyncio.create_task(self._pump())
 
     async def _pump(self) -> None:
         """Send what the session queue holds, as far as the in-flight window allows."""
         gateway = self.listener.gateway
-        self._wake.set()
-        while not self.closing:
-            await self._wake.wait()
-            self._wake.clear()
-            while not self.closing:
-                if not self.session.room:
-                    self._blocked = True
-                    break
-                ids = self.session.free_ids(min(self.session.room, FETCH_LIMIT))
-                taken = await gateway.submit(
-                    gateway.fetch(self.client_id, self.queue, ids, dict(self.granted))
-                )
-                for action in self.session.deliver(taken):
-                    if isinstance(action, Send):
-                        self._write(action.packet)
-                await self.writer.drain()
-                if len(taken) < len(ids):
-                    break
+        try:
+            while self._dirty and not self.closing:
+                self._dirty = False
+                while not self.closing:
+                    if not self.session.room:
+                        self._blocked = True
+                        break
+                    ids = self.session.free_ids(min(self.session.room, FETCH_LIMIT))
+                    taken = await gateway.submit(
+                        gateway.fetch(self.client_id, self.queue, ids, dict(self.granted))
+                    )
+                    for action in self.session.deliver(taken):
+                        if isinstance(action, Send):
+                            self._write(action.packet)
+                    await self.writer.drain()
+                    if len(taken) < len(ids):
+                        break
+        finally:
+            self._pumping = None
 
 
 class MqttListener:
@@ -377,6 +414,9 @@ class MqttListener:
         self._stop: asyncio.Event | None = None
         self._stopped = threading.Event()
         self.ready = threading.Event()
+        # One thread verifies passwords: scrypt's 16 MiB stays in one malloc arena.
+        self.authenticator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqtt-auth")
+        self._verified: dict[tuple[str, str], bytes] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -409,6 +449,7 @@ class MqttListener:
             await asyncio.gather(*(c.finished.wait() for c in ending))
             self._stopped.set()
             self.gateway.stop()
+            self.authenticator.shutdown(wait=False)
             log.info("mqtt listener stopped")
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -461,8 +502,16 @@ class MqttListener:
             return CONNACK_BAD_CREDENTIALS, ""
         with self.qm.reading() as conn:
             stored = sessions.password_hash(conn, connect.username)
-        if stored is None or not sessions.verify_password(connect.password, stored):
+        if stored is None:
             return CONNACK_BAD_CREDENTIALS, ""
+        # scrypt costs tens of milliseconds and 16 MiB by design: a password once verified
+        # against this very hash is recognised by a keyed digest kept in memory only.
+        key = (connect.username, stored)
+        digest = blake2b(connect.password, key=stored.encode()[-64:], digest_size=32).digest()
+        if self._verified.get(key) != digest:
+            if not sessions.verify_password(connect.password, stored):
+                return CONNACK_BAD_CREDENTIALS, ""
+            self._verified[key] = digest
         return 0, connect.username
 
     def ensure_queue(self, name: str) -> None:
