@@ -346,7 +346,7 @@ class Connection:
                 publish = Publish(will.topic, will.payload, will.qos, will.retain)
                 await gateway.submit(gateway.publish(self.client_id, publish, self.user_id))
                 self.listener.metrics.mqtt.wills.inc()
-            if self.queue and self.listener.detach(self):
+            if self.queue and self.listener.owns(self):
                 if self.clean:
                     await gateway.submit(gateway.close(self.client_id, self.queue))
                     await asyncio.to_thread(self.listener.delete_queue, self.queue)
@@ -357,6 +357,8 @@ class Connection:
                 "mqtt session not ended cleanly", extra={"client_id": self.client_id, "error": repr(exc)}
             )
         finally:
+            # Only now: a connection with the same client id waits until this one has ended.
+            self.listener.detach(self)
             log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
             self.writer.close()
             for task in (self._answering, self._pumping):
@@ -482,14 +484,15 @@ class MqttListener:
         self.clients[connection.client_id] = connection
         self._by_queue[connection.queue] = connection
 
-    def detach(self, connection: Connection) -> bool:
-        """Forget ``connection``; False if the session has moved to another one meanwhile."""
+    def owns(self, connection: Connection) -> bool:
+        """Whether ``connection`` still holds its session (no other has taken it over)."""
+        return self.clients.get(connection.client_id) is connection
+
+    def detach(self, connection: Connection) -> None:
         if self._by_queue.get(connection.queue) is connection:
             del self._by_queue[connection.queue]
-        if self.clients.get(connection.client_id) is connection:
+        if self.owns(connection):
             del self.clients[connection.client_id]
-            return True
-        return False
 
     def authenticate(self, connect: Connect) -> tuple[int, str]:
         """(0, principal) or a CONNACK return code: the user name and password must match a

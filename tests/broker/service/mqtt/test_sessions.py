@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from broker import store
-from broker.protocol.mqtt import ConnAck, PubAck, PubComp, Publish, PubRec, PubRel, SubAck, Subscribe
+from broker.protocol.mqtt import (
+    ConnAck,
+    Disconnect,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+)
 from broker.store import mqtt as sessions
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, Received, eventually
 
@@ -96,3 +106,22 @@ def _leftovers(broker: MqttBroker) -> tuple[int, list[str], list[str]]:
         subscriptions = store.count_subscriptions(conn)
         stored = [s.client_id for s in sessions.list_sessions(conn)]
     return subscriptions, stored, [q.name for q in broker.qm.list_queues("SYSTEM.MQTT.*")]
+
+
+def test_a_clean_session_reconnecting_at_once_finds_the_previous_one_ended(broker: MqttBroker) -> None:
+    for _ in range(5):
+        raw = Raw(broker.port)
+        assert raw.connect("quick") == ConnAck(False, 0)
+        raw.send(Subscribe(1, (("fast/#", 1),)))
+        assert raw.next() == SubAck(1, (1,))
+        raw.send(Disconnect())
+        raw.close()
+    raw = Raw(broker.port)
+    raw.connect("quick")
+    raw.send(Subscribe(1, (("fast/#", 1),)))
+    assert raw.next() == SubAck(1, (1,))
+    pub = Paho(broker.port, "pub")
+    pub.connect()
+    pub.publish("fast/x", b"delivered", 1)
+    received = raw.next()
+    assert isinstance(received, Publish) and received.payload == b"delivered"
