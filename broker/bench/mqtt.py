@@ -91,6 +91,12 @@ class Throughput:
     def duplicates(self) -> int:
         return self.received - self.distinct
 
+    @property
+    def generator_cores(self) -> float:
+        """The load generator's CPU over the run: what it left of the machine for the server."""
+        seconds = max(self.publish_seconds, self.deliver_seconds)
+        return (self.publisher_cpu + self.subscriber_cpu) / seconds if seconds > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class Latency:
@@ -257,6 +263,7 @@ class Workload:
     latency_seconds: float = 10.0
     idle: int = 2_000
     idle_seconds: float = 3.0  # how long subscribers wait for stragglers once publishing is over
+    repeat: int = 3  # throughput runs per QoS; the fastest is shown, what any run missed is counted
 
 
 def _split(items: Sequence[int], parts: int) -> list[tuple[int, ...]]:
@@ -280,8 +287,11 @@ def _run(
         for worker in workers:
             worker.start()
         for _ in range(SUBSCRIBERS):
-            if ready.get(timeout=READY_SECONDS) != "ready":
-                break
+            try:
+                if ready.get(timeout=READY_SECONDS) != "ready":
+                    break  # a subscriber process failed: its result says why
+            except queue.Empty:
+                raise RuntimeError(f"{server.name}: subscribers not ready in {READY_SECONDS:.0f} s") from None
         start_at = time.time() + 0.5
         for spec in publishers:
             spec = PublisherSpec(**{**asdict(spec), "start_at": start_at})
@@ -291,7 +301,7 @@ def _run(
             results, done, len(publishers), len(_split(range(SUBSCRIBERS), processes))
         )
     finally:
-        for worker in workers:
+        for worker in (w for w in workers if w.pid is not None):
             worker.join(5)
             if worker.is_alive():
                 worker.kill()
@@ -388,13 +398,21 @@ def idle(server: Server, count: int) -> Idle:
 
 
 def measure(server: Server, load: Workload) -> dict[str, Any]:
-    """Every figure of one server: idle connections first, on a server that has seen no load."""
+    """Every figure of one server: idle connections first, on a server that has seen no load.
+    Each QoS runs ``load.repeat`` times: on a shared machine the fastest run is the one least
+    disturbed by others, and a delivery missed in any run is still reported."""
     return {
         "server": server.name,
         "idle": idle(server, load.idle),
-        "throughput": [throughput(server, qos, load, load.processes) for qos in QOS_LEVELS],
+        "throughput": [
+            [throughput(server, qos, load, load.processes) for _ in range(load.repeat)] for qos in QOS_LEVELS
+        ],
         "latency": latency(server, load, load.processes),
     }
+
+
+def fastest(runs: Sequence[Throughput]) -> Throughput:
+    return max(runs, key=lambda run: _rate(run.distinct, run.deliver_seconds))
 
 
 def headroom(load: Workload) -> dict[int, Throughput]:
@@ -436,12 +454,15 @@ def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
 
 
-def _throughput_line(row: Throughput) -> str:
+def _throughput_line(runs: Sequence[Throughput]) -> str:
+    """The fastest run's rates; missing and duplicate deliveries of all the runs."""
+    row = fastest(runs)
+    missing, duplicates = sum(run.missing for run in runs), sum(run.duplicates for run in runs)
     return (
         f"{row.server:<26} {row.qos:>3} {_rate(row.publications, row.publish_seconds):>10,.0f} "
-        f"{_rate(row.distinct, row.deliver_seconds):>13,.0f} {row.missing:>8,} {row.duplicates:>6,} "
+        f"{_rate(row.distinct, row.deliver_seconds):>13,.0f} {missing:>8,} {duplicates:>6,} "
         f"{1e6 * row.publisher_cpu / max(1, row.publications):>9.1f} "
-        f"{1e6 * row.subscriber_cpu / max(1, row.received):>9.1f}"
+        f"{1e6 * row.subscriber_cpu / max(1, row.received):>9.1f} {row.generator_cores:>9.2f}"
     )
 
 
@@ -451,7 +472,8 @@ def _ratio(ours: float, anchor: float) -> str:
 
 def _ratios(anchor: dict[str, Any], target: dict[str, Any]) -> list[str]:
     lines = []
-    for mine, theirs in zip(target["throughput"], anchor["throughput"], strict=True):
+    for mine_runs, their_runs in zip(target["throughput"], anchor["throughput"], strict=True):
+        mine, theirs = fastest(mine_runs), fastest(their_runs)
         ours = _rate(mine.distinct, mine.deliver_seconds)
         base = _rate(theirs.distinct, theirs.deliver_seconds)
         goal = DELIVERY_TARGETS[mine.qos]
@@ -477,15 +499,16 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         f"MQTT: {SUBSCRIBERS} subscribers on bench/#, {load.publishers} publishers on bench/<n>/x, "
         f"256-byte payloads, {load.messages:,} publications per QoS ({load.messages * SUBSCRIBERS:,} "
-        f"deliveries), window {load.window}; generator: {load.processes} publisher + "
-        f"{load.processes} subscriber processes; machine: {results['machine']}",
+        f"deliveries), window {load.window}, fastest of {load.repeat} runs (missing and dup: all runs); "
+        f"generator: {load.processes} publisher + {load.processes} subscriber processes; "
+        f"machine: {results['machine']}",
         "",
     ]
     for server in results["servers"]:
         lines += [
             f"== {server['server']}",
             f"{'server':<26} {'QoS':>3} {'pubs/s':>10} {'deliveries/s':>13} {'missing':>8} {'dup':>6} "
-            f"{'gen us/pub':>9} {'gen us/dlv':>9}",
+            f"{'gen us/pub':>9} {'gen us/dlv':>9} {'gen cores':>9}",
             *map(_throughput_line, server["throughput"]),
         ]
         lat: Latency = server["latency"]
@@ -508,14 +531,21 @@ def report(results: dict[str, Any]) -> str:
         "generator headroom: QoS 0 against Mosquitto, by generator processes (publishers + subscribers)"
     )
     for processes, row in results["headroom"].items():
-        lines.append(f"{processes} + {processes} processes: " + _throughput_line(row))
+        lines.append(f"{processes} + {processes} processes: " + _throughput_line([row]))
     return "\n".join(lines)
 
 
 # --- command line -------------------------------------------------------------------------------
 
 QUICK = Workload(
-    messages=200, publishers=2, processes=2, rate=200, latency_seconds=1.0, idle=50, idle_seconds=2.0
+    messages=200,
+    publishers=2,
+    processes=2,
+    rate=200,
+    latency_seconds=1.0,
+    idle=50,
+    idle_seconds=2.0,
+    repeat=1,
 )
 
 
@@ -529,6 +559,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=positive, default=1_000, help="publications/s of the latency run")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
     parser.add_argument("--idle", type=positive, default=2_000, help="idle connections for the memory figure")
+    parser.add_argument(
+        "--repeat", type=positive, default=3, help="throughput runs per QoS (the fastest shown)"
+    )
     parser.add_argument(
         "--databases",
         type=database_list,
@@ -557,6 +590,7 @@ def command(args: argparse.Namespace) -> None:
             args.rate,
             args.latency_seconds,
             args.idle,
+            repeat=args.repeat,
         )
     )
     results = run(load, args.databases, pg_url=args.pg_url, target=args.target)
