@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from broker.bench.mqtt_load import (
     publisher_process,
     subscriber_process,
 )
+from broker.bench.network import free_port
 from broker.bench.options import DATABASES, database_list, emit, log_file, positive
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 
@@ -125,14 +126,6 @@ class Idle:
 # --- the servers --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def rss_kb(pid: int) -> int:
     """VmRSS of ``pid`` and every process below it (``broker serve --routers`` has children)."""
     parents: dict[int, int] = {}
@@ -193,6 +186,16 @@ class Server:
                 self.process.wait(30)
 
 
+@contextmanager
+def running(server: Server) -> Iterator[Server]:
+    """The server once it answers CONNECT, stopped afterwards whatever happened."""
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
 async def _probe(port: int) -> None:
     connection = await Connection.open("127.0.0.1", port, "bench-probe")
     await connection.close()
@@ -219,15 +222,11 @@ def mosquitto(label: str = "mosquitto", *, max_queued: int = 0, max_inflight: in
             "set_tcp_nodelay true\n"
             "log_dest none\n"
         )
-        log = Path(directory) / "mosquitto.log"
-        with log.open("wb") as out:
+        with log_file().open("ab") as out:
             process = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdout=out, stderr=out)
-        server = Server(label.replace("mosquitto", f"mosquitto {mosquitto_version()}"), port, process, log)
-        try:
-            server.wait_ready()
+        name = label.replace("mosquitto", f"mosquitto {mosquitto_version()}")
+        with running(Server(name, port, process, log_file())) as server:
             yield server
-        finally:
-            server.stop()
 
 
 @contextmanager
@@ -239,15 +238,10 @@ def broker(kind: str, pg_url: str) -> Iterator[Server]:
         env["BROKER_MQTT_ANONYMOUS"] = "bench"
         argv = [sys.executable, "-m", "broker.cli", "--db", url, "--qmgr", "QM1", "--log-format", "json"]
         argv += ["serve", "--mqtt", f"127.0.0.1:{port}"]
-        log = log_file()
-        with log.open("ab") as out:
+        with log_file().open("ab") as out:
             process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=out)
-        server = Server(f"broker ({kind})", port, process, log)
-        try:
-            server.wait_ready()
+        with running(Server(f"broker ({kind})", port, process, log_file())) as server:
             yield server
-        finally:
-            server.stop()
 
 
 # --- the workloads ------------------------------------------------------------------------------
@@ -280,7 +274,8 @@ def _run(
     ready: Any = ctx.Queue()
     done = ctx.Event()
     workers = []
-    for group in _split(range(SUBSCRIBERS), processes):
+    groups = _split(range(SUBSCRIBERS), processes)
+    for group in groups:
         spec = SubscriberSpec(**{**asdict(subscribers), "subscribers": group})
         workers.append(ctx.Process(target=subscriber_process, args=(spec, ready, done, results)))
     try:
@@ -297,9 +292,7 @@ def _run(
             spec = PublisherSpec(**{**asdict(spec), "start_at": start_at})
             workers.append(ctx.Process(target=publisher_process, args=(spec, results)))
             workers[-1].start()
-        published, received = _collect(
-            results, done, len(publishers), len(_split(range(SUBSCRIBERS), processes))
-        )
+        published, received = _collect(results, done, len(publishers), len(groups))
     finally:
         for worker in (w for w in workers if w.pid is not None):
             worker.join(5)
@@ -438,10 +431,7 @@ def run(
         results["servers"].append(measure(anchor, load))
     targets = databases if target == "broker" else ("mosquitto",)
     for kind in targets:
-        with ExitStack() as stack:
-            server = stack.enter_context(
-                broker(kind, pg_url) if target == "broker" else mosquitto("mosquitto (target)")
-            )
+        with broker(kind, pg_url) if target == "broker" else mosquitto("mosquitto (target)") as server:
             results["servers"].append(measure(server, load))
     results["headroom"] = headroom(load)
     return results
