@@ -9,10 +9,11 @@ which would count as speed. Target: ``broker serve --mqtt`` on a fresh database 
 
 Throughput, at QoS 0, 1 and 2 (subscription QoS = publication QoS): 10 subscribers on
 ``bench/#`` and ``--publishers`` publishers on ``bench/<n>/x``, 256-byte payloads, each publisher
-with ``--window`` QoS 1 / 2 PUBLISHes unacknowledged. publications/s: from the common start to
-the last publication taken (QoS 0: answered PINGREQ behind it) or acknowledged; deliveries/s:
-distinct publications the subscribers received, to the last one. A delivery that never came is
-reported as missing, a second copy as a duplicate; neither is hidden in the rate.
+with ``--window`` QoS 1 / 2 PUBLISHes unacknowledged, publishing as fast as the server takes it
+for ``--seconds``; ``--repeat`` runs per QoS. publications/s: from the common start to the last
+publication taken (QoS 0: answered PINGREQ behind it) or acknowledged; deliveries/s: distinct
+publications the subscribers received, to the last one. A delivery that never came is reported as
+missing, a second copy as a duplicate; neither is hidden in the rate.
 
 Latency: one publisher paced at ``--rate`` publications/s at QoS 1 for ``--latency-seconds``;
 each delivery's receive time minus the send time carried in its payload (one machine, one clock).
@@ -65,6 +66,7 @@ SUBSCRIBERS = 10
 QOS_LEVELS = (0, 1, 2)
 READY_SECONDS = 60.0
 RUN_SECONDS = 900.0
+UNLIMITED = 2**62  # publications per publisher when a run is timed
 IDLE_KEEPALIVE = 60
 # The issue's targets: ours / Mosquitto at least this, per QoS; and p99 under 10 ms at 1,000/s.
 DELIVERY_TARGETS = {0: 0.5, 1: 0.7, 2: 1.0}
@@ -249,7 +251,7 @@ def broker(kind: str, pg_url: str) -> Iterator[Server]:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    messages: int = 20_000  # publications per QoS run, over all publishers
+    seconds: float = 5.0  # publishing time of each throughput run
     publishers: int = 4
     processes: int = 2
     window: int = 100
@@ -273,11 +275,14 @@ def _run(
     results: Any = ctx.Queue()
     ready: Any = ctx.Queue()
     done = ctx.Event()
+    published_total = ctx.Value("q", 0)
     workers = []
     groups = _split(range(SUBSCRIBERS), processes)
     for group in groups:
         spec = SubscriberSpec(**{**asdict(subscribers), "subscribers": group})
-        workers.append(ctx.Process(target=subscriber_process, args=(spec, ready, done, results)))
+        workers.append(
+            ctx.Process(target=subscriber_process, args=(spec, ready, done, published_total, results))
+        )
     try:
         for worker in workers:
             worker.start()
@@ -292,7 +297,7 @@ def _run(
             spec = PublisherSpec(**{**asdict(spec), "start_at": start_at})
             workers.append(ctx.Process(target=publisher_process, args=(spec, results)))
             workers[-1].start()
-        published, received = _collect(results, done, len(publishers), len(groups))
+        published, received = _collect(results, done, published_total, len(publishers), len(groups))
     finally:
         for worker in (w for w in workers if w.pid is not None):
             worker.join(5)
@@ -305,8 +310,10 @@ def _run(
 
 
 def _collect(
-    results: Any, done: Any, publisher_count: int, subscriber_count: int
+    results: Any, done: Any, published_total: Any, publisher_count: int, subscriber_count: int
 ) -> tuple[list[PublisherResult], list[SubscriberResult]]:
+    """Every process's result; once the publishers are in, the subscribers are told how many
+    publications to expect."""
     published: list[PublisherResult] = []
     received: list[SubscriberResult] = []
     batches = 0
@@ -319,6 +326,7 @@ def _collect(
         if kind == "publisher":
             published.append(value)
             if len(published) == publisher_count or value.error:
+                published_total.value = sum(r.published for r in published)
                 done.set()
         else:
             received += value
@@ -329,15 +337,16 @@ def _collect(
 
 
 def throughput(server: Server, qos: int, load: Workload, processes: int) -> Throughput:
-    per_publisher = max(1, load.messages // load.publishers)
+    """Every publisher as fast as the server takes it for ``load.seconds``, then until the last
+    delivery (or ``load.idle_seconds`` without one)."""
     specs = [
-        PublisherSpec("127.0.0.1", server.port, qos, group, per_publisher, 0.0, load.window)
+        PublisherSpec("127.0.0.1", server.port, qos, group, UNLIMITED, 0.0, load.window, seconds=load.seconds)
         for group in _split(range(load.publishers), processes)
     ]
-    total = per_publisher * load.publishers
-    subscribers = SubscriberSpec("127.0.0.1", server.port, qos, (), total, load.idle_seconds)
+    subscribers = SubscriberSpec("127.0.0.1", server.port, qos, (), load.idle_seconds)
     published, received = _run(server, qos, specs, subscribers, processes)
     started = min(r.started for r in published)
+    total = sum(r.published for r in published)
     return Throughput(
         server.name,
         qos,
@@ -355,7 +364,7 @@ def throughput(server: Server, qos: int, load: Workload, processes: int) -> Thro
 def latency(server: Server, load: Workload, processes: int) -> Latency:
     count = max(1, int(load.rate * load.latency_seconds))
     spec = PublisherSpec("127.0.0.1", server.port, 1, (0,), count, 0.0, load.window, float(load.rate))
-    subscribers = SubscriberSpec("127.0.0.1", server.port, 1, (), count, load.idle_seconds, latency=True)
+    subscribers = SubscriberSpec("127.0.0.1", server.port, 1, (), load.idle_seconds, latency=True)
     (published,), received = _run(server, 1, [spec], subscribers, processes)
     measured = sorted(ms for r in received for ms in r.latencies_ms)
     return Latency(
@@ -488,8 +497,8 @@ def report(results: dict[str, Any]) -> str:
     load: Workload = results["workload"]
     lines = [
         f"MQTT: {SUBSCRIBERS} subscribers on bench/#, {load.publishers} publishers on bench/<n>/x, "
-        f"256-byte payloads, {load.messages:,} publications per QoS ({load.messages * SUBSCRIBERS:,} "
-        f"deliveries), window {load.window}, fastest of {load.repeat} runs (missing and dup: all runs); "
+        f"256-byte payloads, {load.seconds:g} s of publishing per run, "
+        f"window {load.window}, fastest of {load.repeat} runs (missing and dup: all runs); "
         f"generator: {load.processes} publisher + {load.processes} subscriber processes; "
         f"machine: {results['machine']}",
         "",
@@ -528,7 +537,7 @@ def report(results: dict[str, Any]) -> str:
 # --- command line -------------------------------------------------------------------------------
 
 QUICK = Workload(
-    messages=200,
+    seconds=0.5,
     publishers=2,
     processes=2,
     rate=200,
@@ -540,7 +549,7 @@ QUICK = Workload(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=positive, default=20_000, help="publications per QoS level")
+    parser.add_argument("--seconds", type=float, default=5.0, help="publishing time of each throughput run")
     parser.add_argument("--publishers", type=positive, default=4, help="publisher connections")
     parser.add_argument(
         "--processes", type=positive, default=2, help="publisher processes (and subscriber ones)"
@@ -573,7 +582,7 @@ def command(args: argparse.Namespace) -> None:
         QUICK
         if args.quick
         else Workload(
-            args.messages,
+            args.seconds,
             args.publishers,
             args.processes,
             args.window,

@@ -14,12 +14,12 @@ reported, never folded into the total) and, when asked, the latency of each.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from typing import Any
 
@@ -129,10 +129,11 @@ class PublisherSpec:
     port: int
     qos: int
     publishers: tuple[int, ...]  # publisher numbers this process runs, one connection each
-    count: int  # publications per publisher
+    count: int  # publications per publisher, at most
     start_at: float  # wall clock: all processes start together
     window: int = 100  # unacknowledged QoS 1 / 2 PUBLISHes per connection
     rate: float = 0.0  # publications/s per publisher; 0: as fast as the server takes them
+    seconds: float = 0.0  # stop publishing after this long (0: after ``count``)
     payload_size: int = 256
 
 
@@ -200,7 +201,8 @@ async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
     started = time.time()
     packet_id = 0
     sequence = 0
-    while sequence < spec.count:
+    stop = started + spec.seconds if spec.seconds else float("inf")
+    while sequence < spec.count and time.time() < stop:
         if spec.rate:
             await asyncio.sleep(max(0.0, started + sequence / spec.rate - time.time()))
             batch = 1
@@ -224,7 +226,7 @@ async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
     await window.settled()
     finished = time.time()
     await connection.close()
-    return PublisherResult(spec.count, started, finished)
+    return PublisherResult(sequence, started, finished)
 
 
 async def _publishers(spec: PublisherSpec) -> PublisherResult:
@@ -245,7 +247,6 @@ class SubscriberSpec:
     port: int
     qos: int
     subscribers: tuple[int, ...]
-    expected: int  # distinct publications each subscriber should receive
     idle_seconds: float = 3.0  # after the publishers are done, give up after this long without any
     latency: bool = False
 
@@ -268,9 +269,7 @@ class _Subscriber:
         self.spec = spec
         self.seen: set[bytes] = set()
         self.result = SubscriberResult()
-        self.complete = asyncio.Event()
         connection.on_packets = self.received
-        connection.on_lost = self.complete.set
 
     def received(self, packets: list[Packet]) -> None:
         result, seen = self.result, self.seen
@@ -278,6 +277,7 @@ class _Subscriber:
         answers = []
         for packet in packets:
             if isinstance(packet, Publish):
+                result.last = now / 1e9
                 result.received += 1
                 seen.add(packet.payload[8:16])
                 if self.spec.latency:
@@ -290,28 +290,27 @@ class _Subscriber:
                 answers.append(encode(PubComp(packet.packet_id)))
         if answers:
             self.connection.write(b"".join(answers))
-        result.last = now / 1e9
-        if len(seen) >= self.spec.expected:
-            self.complete.set()
 
-    async def wait(self, done: Event) -> SubscriberResult:
-        """Until every publication came, or the publishers are done and nothing more arrives."""
+    async def wait(self, done: Event, published: Synchronized[int]) -> SubscriberResult:
+        """Until the publishers are done (``published`` then holds how many they sent) and every
+        publication came, or nothing more has come for ``idle_seconds``."""
         last_count, quiet_since = -1, time.monotonic()
-        while not self.complete.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.complete.wait(), 0.2)
+        while not self.connection.lost:
+            await asyncio.sleep(0.1)
             if self.result.received != last_count:
                 last_count, quiet_since = self.result.received, time.monotonic()
-            elif done.is_set() and time.monotonic() - quiet_since > self.spec.idle_seconds:
+            if done.is_set() and (
+                len(self.seen) >= published.value or time.monotonic() - quiet_since > self.spec.idle_seconds
+            ):
                 break
-        if self.connection.lost and len(self.seen) < self.spec.expected:
+        if self.connection.lost:
             self.result.error = "the server closed the connection"
         self.result.distinct = len(self.seen)
         return self.result
 
 
 async def _subscribe(
-    spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event
+    spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event, published: Synchronized[int]
 ) -> SubscriberResult:
     connection = await Connection.open(spec.host, spec.port, f"bench-sub-{number}")
     connection.send(Subscribe(1, ((FILTER, spec.qos),)))
@@ -320,14 +319,19 @@ async def _subscribe(
         raise RuntimeError(f"SUBSCRIBE {FILTER} at QoS {spec.qos} answered {answer}")
     subscriber = _Subscriber(connection, spec)
     ready()
-    result = await subscriber.wait(done)
+    result = await subscriber.wait(done, published)
     await connection.close()
     return result
 
 
-async def _subscribers(spec: SubscriberSpec, ready_queue: Queue[Any], done: Event) -> list[SubscriberResult]:
+async def _subscribers(
+    spec: SubscriberSpec, ready_queue: Queue[Any], done: Event, published: Synchronized[int]
+) -> list[SubscriberResult]:
     return await asyncio.gather(
-        *(_subscribe(spec, number, lambda: ready_queue.put("ready"), done) for number in spec.subscribers)
+        *(
+            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published)
+            for number in spec.subscribers
+        )
     )
 
 
@@ -344,10 +348,14 @@ def publisher_process(spec: PublisherSpec, results: Queue[Any]) -> None:
     results.put(("publisher", result))
 
 
-def subscriber_process(spec: SubscriberSpec, ready: Queue[Any], done: Event, results: Queue[Any]) -> None:
+def subscriber_process(
+    spec: SubscriberSpec, ready: Queue[Any], done: Event, published: Synchronized[int], results: Queue[Any]
+) -> None:
+    """Subscribers until the publishers are ``done``; ``published`` then says how many
+    publications each subscriber should have received."""
     cpu = time.process_time()
     try:
-        found = asyncio.run(_subscribers(spec, ready, done))
+        found = asyncio.run(_subscribers(spec, ready, done, published))
     except Exception as error:
         ready.put("failed")
         results.put(("subscriber", [SubscriberResult(error=f"{type(error).__name__}: {error}")]))
