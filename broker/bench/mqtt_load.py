@@ -14,12 +14,12 @@ reported, never folded into the total) and, when asked, the latency of each.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from typing import Any
 
@@ -45,7 +45,6 @@ from broker.protocol.mqtt import (
 
 FILTER = "bench/#"
 STAMP = struct.Struct("!QII")  # wall clock ns, publisher number, sequence number
-READ_SIZE = 256 * 1024
 CONNECT_SECONDS = 30.0
 DRAIN_EVERY = 64  # QoS 0: let the socket push back every this many PUBLISHes
 
@@ -54,48 +53,71 @@ def topic(publisher: int) -> str:
     return f"bench/{publisher}/x"
 
 
-class Connection:
-    """One client connection: the stream pair and a decoder, with CONNECT done."""
+class Connection(asyncio.Protocol):
+    """One client connection as an asyncio protocol: each read is decoded and handed to
+    ``on_packets`` in the event loop's callback, which answers with at most one write; no task
+    waits on the socket. Until a handler is set, packets queue for :meth:`next_packet`."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self) -> None:
         self.decoder = Decoder()
+        self.transport: asyncio.Transport | None = None
+        self.inbox: asyncio.Queue[Packet] = asyncio.Queue()
+        self.on_packets: Callable[[list[Packet]], None] = self._queue
+        self.on_lost: Callable[[], None] = lambda: None
+        self.lost = False
+        self.writable = asyncio.Event()
+        self.writable.set()
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, keepalive: int = 60) -> Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_SECONDS)
-        connection = cls(reader, writer)
+        loop = asyncio.get_running_loop()
+        _, connection = await asyncio.wait_for(loop.create_connection(cls, host, port), CONNECT_SECONDS)
         connection.send(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, True, keepalive))
         answer = await connection.next_packet()
         if not isinstance(answer, ConnAck) or answer.return_code:
             raise RuntimeError(f"{client_id}: CONNECT answered {answer}")
         return connection
 
-    def send(self, packet: Packet) -> None:
-        self.writer.write(encode(packet))
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
-    async def read(self) -> list[Packet]:
-        """The packets of the next read; empty when the server closed the connection."""
-        data = await self.reader.read(READ_SIZE)
-        return self.decoder.feed(data) if data else []
+    def data_received(self, data: bytes) -> None:
+        self.on_packets(self.decoder.feed(data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.writable.set()
+        self.on_lost()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def _queue(self, packets: list[Packet]) -> None:
+        for packet in packets:
+            self.inbox.put_nowait(packet)
+
+    def write(self, data: bytes) -> None:
+        if self.lost:
+            raise RuntimeError("the server closed the connection")
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def send(self, packet: Packet) -> None:
+        self.write(encode(packet))
 
     async def next_packet(self) -> Packet:
         """One packet, for the handshakes before the traffic (nothing else is in flight then)."""
-        while True:
-            data = await asyncio.wait_for(self.reader.read(READ_SIZE), CONNECT_SECONDS)
-            if not data:
-                raise RuntimeError("the server closed the connection")
-            packets = self.decoder.feed(data)
-            if packets:
-                return packets[0]
+        return await asyncio.wait_for(self.inbox.get(), CONNECT_SECONDS)
 
     async def close(self) -> None:
-        if not self.writer.is_closing():
+        if not self.lost:
             self.send(Disconnect())
-        self.writer.close()
-        with contextlib.suppress(OSError):
-            await self.writer.wait_closed()
+            assert self.transport is not None
+            self.transport.close()
 
 
 # --- publishers -------------------------------------------------------------------------------
@@ -107,10 +129,11 @@ class PublisherSpec:
     port: int
     qos: int
     publishers: tuple[int, ...]  # publisher numbers this process runs, one connection each
-    count: int  # publications per publisher
+    count: int  # publications per publisher, at most
     start_at: float  # wall clock: all processes start together
     window: int = 100  # unacknowledged QoS 1 / 2 PUBLISHes per connection
     rate: float = 0.0  # publications/s per publisher; 0: as fast as the server takes them
+    seconds: float = 0.0  # stop publishing after this long (0: after ``count``)
     payload_size: int = 256
 
 
@@ -124,8 +147,9 @@ class PublisherResult:
 
 
 class _Window:
-    """A publisher's unacknowledged PUBLISHes, answered by its reader task: the QoS 2 PUBRELs of
-    one read go out in one write, and the sender is woken when there is room again."""
+    """A publisher's unacknowledged PUBLISHes: acknowledgements are counted as they are read,
+    the QoS 2 PUBRELs of one read go out in one write, and the sender is woken when there is
+    room again."""
 
     def __init__(self, connection: Connection, size: int) -> None:
         self.connection = connection
@@ -133,30 +157,21 @@ class _Window:
         self.unacknowledged = 0
         self.room = asyncio.Event()
         self.pong = asyncio.Event()
-        self.closed = False
+        connection.on_packets = self.received
+        connection.on_lost = self.room.set
 
-    async def run(self) -> None:
-        try:
-            await self._read()
-        finally:
-            self.closed = True
-            self.room.set()
-            self.pong.set()
-
-    async def _read(self) -> None:
-        connection = self.connection
-        while packets := await connection.read():
-            releases = []
-            for packet in packets:
-                if isinstance(packet, PubRec):
-                    releases.append(encode(PubRel(packet.packet_id)))
-                elif isinstance(packet, PubAck | PubComp):
-                    self.unacknowledged -= 1
-                elif isinstance(packet, PingResp):
-                    self.pong.set()
-            if releases:
-                connection.writer.write(b"".join(releases))
-            self.room.set()
+    def received(self, packets: list[Packet]) -> None:
+        releases = []
+        for packet in packets:
+            if isinstance(packet, PubRec):
+                releases.append(encode(PubRel(packet.packet_id)))
+            elif isinstance(packet, PubAck | PubComp):
+                self.unacknowledged -= 1
+            elif isinstance(packet, PingResp):
+                self.pong.set()
+        if releases:
+            self.connection.write(b"".join(releases))
+        self.room.set()
 
     async def free(self) -> int:
         """How many more PUBLISHes may go out now; waits until at least one may."""
@@ -164,12 +179,14 @@ class _Window:
         return self.size - self.unacknowledged
 
     async def settled(self) -> None:
-        """Every PUBLISH sent acknowledged."""
+        """Every PUBLISH sent acknowledged, and every one before a PINGREQ read by the server."""
         await self._until(lambda: self.unacknowledged == 0)
+        self.connection.send(PingReq())
+        await self._until(self.pong.is_set)
 
     async def _until(self, condition: Callable[[], bool]) -> None:
         while not condition():
-            if self.closed:
+            if self.connection.lost:
                 raise RuntimeError("the server closed the connection")
             self.room.clear()
             await self.room.wait()
@@ -177,22 +194,22 @@ class _Window:
 
 async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
     connection = await Connection.open(spec.host, spec.port, f"bench-pub-{number}")
-    window = _Window(connection, spec.window if spec.qos else DRAIN_EVERY)
-    reader = asyncio.create_task(window.run())
+    window = _Window(connection, spec.window)
     name = topic(number)
     padding = bytes(spec.payload_size - STAMP.size)
     await asyncio.sleep(max(0.0, spec.start_at - time.time()))
     started = time.time()
     packet_id = 0
     sequence = 0
-    while sequence < spec.count:
+    stop = started + spec.seconds if spec.seconds else float("inf")
+    while sequence < spec.count and time.time() < stop:
         if spec.rate:
             await asyncio.sleep(max(0.0, started + sequence / spec.rate - time.time()))
             batch = 1
         elif spec.qos:
             batch = min(await window.free(), spec.count - sequence)
         else:
-            await connection.writer.drain()  # QoS 0: the socket's push-back is the only window
+            await connection.writable.wait()  # QoS 0: the socket's push-back is the only window
             batch = min(DRAIN_EVERY, spec.count - sequence)
         chunk = []
         for _ in range(batch):
@@ -205,16 +222,11 @@ async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
             sequence += 1
         if spec.qos:
             window.unacknowledged += batch
-        connection.writer.write(b"".join(chunk))
+        connection.write(b"".join(chunk))
     await window.settled()
-    connection.send(PingReq())  # answered once every PUBLISH before it was read
-    await window.pong.wait()
-    if window.closed:
-        raise RuntimeError("the server closed the connection")
     finished = time.time()
     await connection.close()
-    reader.cancel()
-    return PublisherResult(spec.count, started, finished)
+    return PublisherResult(sequence, started, finished)
 
 
 async def _publishers(spec: PublisherSpec) -> PublisherResult:
@@ -235,7 +247,6 @@ class SubscriberSpec:
     port: int
     qos: int
     subscribers: tuple[int, ...]
-    expected: int  # distinct publications each subscriber should receive
     idle_seconds: float = 3.0  # after the publishers are done, give up after this long without any
     latency: bool = False
 
@@ -251,40 +262,55 @@ class SubscriberResult:
 
 
 class _Subscriber:
-    """Counts deliveries and answers the server's QoS 1 / 2 handshakes in one write per read."""
+    """Counts deliveries and answers the server's QoS 1 / 2 handshakes, one write per read."""
 
     def __init__(self, connection: Connection, spec: SubscriberSpec) -> None:
         self.connection = connection
         self.spec = spec
         self.seen: set[bytes] = set()
         self.result = SubscriberResult()
+        connection.on_packets = self.received
 
-    async def run(self) -> None:
-        connection, result, seen = self.connection, self.result, self.seen
-        while packets := await connection.read():
-            now = time.time_ns()
-            answers = []
-            for packet in packets:
-                if isinstance(packet, Publish):
-                    result.received += 1
-                    seen.add(packet.payload[8:16])
-                    if self.spec.latency:
-                        result.latencies_ms.append((now - STAMP.unpack_from(packet.payload)[0]) / 1e6)
-                    if packet.qos == 1:
-                        answers.append(encode(PubAck(packet.packet_id)))  # type: ignore[arg-type]
-                    elif packet.qos == 2:
-                        answers.append(encode(PubRec(packet.packet_id)))  # type: ignore[arg-type]
-                elif isinstance(packet, PubRel):
-                    answers.append(encode(PubComp(packet.packet_id)))
-            if answers:
-                connection.writer.write(b"".join(answers))
-            result.last = now / 1e9
-            if len(seen) >= self.spec.expected:
-                return
+    def received(self, packets: list[Packet]) -> None:
+        result, seen = self.result, self.seen
+        now = time.time_ns()
+        answers = []
+        for packet in packets:
+            if isinstance(packet, Publish):
+                result.last = now / 1e9
+                result.received += 1
+                seen.add(packet.payload[8:16])
+                if self.spec.latency:
+                    result.latencies_ms.append((now - STAMP.unpack_from(packet.payload)[0]) / 1e6)
+                if packet.qos == 1:
+                    answers.append(encode(PubAck(packet.packet_id)))  # type: ignore[arg-type]
+                elif packet.qos == 2:
+                    answers.append(encode(PubRec(packet.packet_id)))  # type: ignore[arg-type]
+            elif isinstance(packet, PubRel):
+                answers.append(encode(PubComp(packet.packet_id)))
+        if answers:
+            self.connection.write(b"".join(answers))
+
+    async def wait(self, done: Event, published: Synchronized[int]) -> SubscriberResult:
+        """Until the publishers are done (``published`` then holds how many they sent) and every
+        publication came, or nothing more has come for ``idle_seconds``."""
+        last_count, quiet_since = -1, time.monotonic()
+        while not self.connection.lost:
+            await asyncio.sleep(0.1)
+            if self.result.received != last_count:
+                last_count, quiet_since = self.result.received, time.monotonic()
+            if done.is_set() and (
+                len(self.seen) >= published.value or time.monotonic() - quiet_since > self.spec.idle_seconds
+            ):
+                break
+        if self.connection.lost:
+            self.result.error = "the server closed the connection"
+        self.result.distinct = len(self.seen)
+        return self.result
 
 
 async def _subscribe(
-    spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event
+    spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event, published: Synchronized[int]
 ) -> SubscriberResult:
     connection = await Connection.open(spec.host, spec.port, f"bench-sub-{number}")
     connection.send(Subscribe(1, ((FILTER, spec.qos),)))
@@ -292,25 +318,20 @@ async def _subscribe(
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):
         raise RuntimeError(f"SUBSCRIBE {FILTER} at QoS {spec.qos} answered {answer}")
     subscriber = _Subscriber(connection, spec)
-    task = asyncio.create_task(subscriber.run())
     ready()
-    last_count, quiet_since = -1, time.monotonic()
-    while not task.done():
-        await asyncio.sleep(0.2)
-        if subscriber.result.received != last_count:
-            last_count, quiet_since = subscriber.result.received, time.monotonic()
-        elif done.is_set() and time.monotonic() - quiet_since > spec.idle_seconds:
-            task.cancel()
-    if not task.cancelled() and task.exception() is not None:
-        raise task.exception()  # type: ignore[misc]
+    result = await subscriber.wait(done, published)
     await connection.close()
-    subscriber.result.distinct = len(subscriber.seen)
-    return subscriber.result
+    return result
 
 
-async def _subscribers(spec: SubscriberSpec, ready_queue: Queue[Any], done: Event) -> list[SubscriberResult]:
+async def _subscribers(
+    spec: SubscriberSpec, ready_queue: Queue[Any], done: Event, published: Synchronized[int]
+) -> list[SubscriberResult]:
     return await asyncio.gather(
-        *(_subscribe(spec, number, lambda: ready_queue.put("ready"), done) for number in spec.subscribers)
+        *(
+            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published)
+            for number in spec.subscribers
+        )
     )
 
 
@@ -327,10 +348,14 @@ def publisher_process(spec: PublisherSpec, results: Queue[Any]) -> None:
     results.put(("publisher", result))
 
 
-def subscriber_process(spec: SubscriberSpec, ready: Queue[Any], done: Event, results: Queue[Any]) -> None:
+def subscriber_process(
+    spec: SubscriberSpec, ready: Queue[Any], done: Event, published: Synchronized[int], results: Queue[Any]
+) -> None:
+    """Subscribers until the publishers are ``done``; ``published`` then says how many
+    publications each subscriber should have received."""
     cpu = time.process_time()
     try:
-        found = asyncio.run(_subscribers(spec, ready, done))
+        found = asyncio.run(_subscribers(spec, ready, done, published))
     except Exception as error:
         ready.put("failed")
         results.put(("subscriber", [SubscriberResult(error=f"{type(error).__name__}: {error}")]))

@@ -11,9 +11,7 @@ import sys
 from broker.bench import mqtt as mqtt_bench
 from broker.bench.mqtt import SUBSCRIBERS, Workload
 
-TINY = Workload(
-    messages=40, publishers=2, processes=2, rate=100, latency_seconds=0.5, idle=20, idle_seconds=2.0
-)
+TINY = Workload(seconds=0.3, publishers=2, processes=2, idle_seconds=2.0)
 
 
 def test_the_quick_run_prints_every_table_with_deliveries_counted() -> None:
@@ -44,8 +42,9 @@ def test_every_delivery_is_counted_at_every_qos() -> None:
     with mqtt_bench.mosquitto() as server:
         rows = [mqtt_bench.throughput(server, qos, TINY, TINY.processes) for qos in (0, 1, 2)]
     for row in rows:
-        assert row.publications == 40
-        assert (row.expected, row.distinct, row.missing, row.duplicates) == (400, 400, 0, 0)
+        assert row.publications > 0
+        assert row.expected == row.publications * SUBSCRIBERS
+        assert (row.distinct, row.missing, row.duplicates) == (row.expected, 0, 0)
         assert row.publisher_cpu > 0 and row.subscriber_cpu > 0
         assert row.publish_seconds > 0 and row.deliver_seconds > 0
 
@@ -53,9 +52,9 @@ def test_every_delivery_is_counted_at_every_qos() -> None:
 def test_deliveries_a_server_drops_are_reported_missing() -> None:
     """Mosquitto with its per-client queue cut to one message drops QoS 1 deliveries to
     subscribers that lag: the run says how many, and its rate counts only what arrived."""
-    load = Workload(messages=400, publishers=2, processes=1, window=200, idle_seconds=1.0)
+    load = Workload(seconds=0.5, publishers=2, processes=1, window=200, idle_seconds=1.0)
     with mqtt_bench.mosquitto(max_queued=1, max_inflight=1) as server:
         row = mqtt_bench.throughput(server, 1, load, 1)
-    assert row.expected == 400 * SUBSCRIBERS
+    assert row.expected == row.publications * SUBSCRIBERS > 0
     assert row.missing > 0
     assert row.distinct + row.missing == row.expected
