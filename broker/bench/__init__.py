@@ -23,6 +23,7 @@ BENCHMARKS = {
     "spark": "broker spark route on local[1] and local[2] against broker serve, same backlog",
     "console": "web console page latency over 100,000 queues, against the API's queue listing",
     "startup": "how long the broker command takes to start, against the bare interpreter",
+    "mqtt": "MQTT publications, deliveries, latency and idle memory of broker serve --mqtt against Mosquitto",
 }
 
 

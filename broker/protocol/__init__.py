@@ -1,10 +1,10 @@
 """Wire formats, pure: MQRFH2 headers, the ``<psc>`` command folder, ``<pscr>`` responses,
-command options and ``<brokerpath>``. Bytes in, typed values out, and back; nothing here
-touches a database, a socket or a clock."""
+command options, ``<brokerpath>`` and MQTT 3.1 / 3.1.1 (the ``mqtt`` package). Bytes in,
+typed values out, and back; nothing here touches a database, a socket or a clock."""
 
 from __future__ import annotations
 
-from broker.protocol import brokerpath, options, psc, pscr, rfh2
+from broker.protocol import brokerpath, mqtt, options, psc, pscr, rfh2
 from broker.protocol.brokerpath import BrokerPath
 from broker.protocol.options import DelOpt, OptionError, PubOpt, RegOpt
 from broker.protocol.psc import Command, DeletePub, DeregSub, PscError, Publish, RegSub, ReqUpdate
@@ -31,6 +31,7 @@ __all__ = [
     "Response",
     "ResponseItem",
     "brokerpath",
+    "mqtt",
     "options",
     "psc",
     "pscr",
