@@ -563,7 +563,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run")
     parser.add_argument("--idle", type=positive, default=2_000, help="idle connections for the memory figure")
     parser.add_argument(
-        "--repeat", type=positive, default=3, help="throughput runs per QoS (the fastest shown)"
+        "--repeat", type=positive, default=2, help="throughput runs per QoS (the fastest shown)"
     )
     parser.add_argument(
         "--databases",
