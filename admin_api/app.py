@@ -32,6 +32,7 @@ from admin_api.routers import (
     audit,
     docs,
     health,
+    mqtt,
     network,
     queues,
     retained,
@@ -60,7 +61,7 @@ and retries dead letters; **admin** also manages ACL rules, groups, tokens and r
 Errors are RFC 9457 problems (`application/problem+json`) with the MQ reason name and number
 when there is one.
 """
-ROUTERS = (health, queues, subscriptions, retained, acl, status, tokens, audit, network, docs)
+ROUTERS = (health, queues, subscriptions, retained, acl, status, tokens, audit, network, mqtt, docs)
 STATIC = Path(__file__).resolve().parent / "static"
 
 

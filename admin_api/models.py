@@ -502,6 +502,21 @@ class Registered(BaseModel):
 # -- retained publications ---------------------------------------------------------------------
 
 
+class MqttSession(BaseModel):
+    """An MQTT client's stored session (``since``: when it last connected, epoch ms)."""
+
+    client_id: str
+    user: str
+    address: str
+    since: int
+    protocol_version: str
+    clean_session: bool
+    connected: bool
+    in_flight: int
+    queued: int
+    queue: str
+
+
 class RetainedSummary(BaseModel):
     id: int
     sub_point: str

@@ -44,6 +44,7 @@ class Context:
                 "batch_size": getattr(self.args, "batch_size", None),
                 "stream_queues": getattr(self.args, "streams", None),
                 "routers": getattr(self.args, "routers", None),
+                "mqtt_listen": getattr(self.args, "mqtt_listen", None),
             },
             config_file=self.args.config,
         )

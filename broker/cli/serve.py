@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from broker.cli.context import Context
 
 if TYPE_CHECKING:
+    from broker.service.mqtt import MqttThread
     from broker.service.router import RoutingService
 
 
@@ -33,6 +34,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a stream queue to serve (repeatable; default SYSTEM.BROKER.DEFAULT.STREAM)",
     )
     serve.add_argument("--routers", type=int, help="routing processes sharing the work (default 1)")
+    serve.add_argument(
+        "--mqtt",
+        dest="mqtt_listen",
+        metavar="[HOST:]PORT",
+        help="also serve MQTT 3.1/3.1.1 clients there (default mqtt_listen; host 127.0.0.1)",
+    )
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
     serve.set_defaults(handler=run)
@@ -48,10 +55,27 @@ def run(ctx: Context) -> None:
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)
     pool.start()
+    listener = None
     try:
+        listener = _mqtt(ctx, service)
         _serve(ctx, service)
     finally:
+        if listener is not None:
+            listener.stop()
         pool.stop()
+
+
+def _mqtt(ctx: Context, service: RoutingService) -> MqttThread | None:
+    """The MQTT listener on its own thread beside the routing loop, when configured."""
+    if not ctx.settings.mqtt_listen:
+        return None
+    from broker.service.config import mqtt_address
+    from broker.service.mqtt import MqttThread
+
+    host, port = mqtt_address(ctx.settings.mqtt_listen)
+    listener = MqttThread(ctx.qm, ctx.settings, host, port, service.metrics, failed=service.stop)
+    listener.start()
+    return listener
 
 
 def _serve(ctx: Context, service: RoutingService) -> None:

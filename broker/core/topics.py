@@ -15,6 +15,11 @@ section 4.1), because that is what applications written against IBM's broker alr
   [U] for WMB 6 in the reference; decision: it means what MQ V7 documents, zero or more levels at
   that position, so ``a/#/b`` matches ``a/b``, ``a/x/b`` and ``a/x/y/b``. Wildcards combine
   (``+/Alabama/#``), and ``#`` alone matches every topic.
+* A topic whose first level begins with ``$`` (``$SYS/broker/load``: a system topic, as MQTT
+  defines them) is not matched by a ``#`` or ``+`` first level: ``#`` and ``+/broker/load`` do not
+  receive it, ``$SYS/#`` does. One rule for subscriptions of both protocols and for the retained
+  publications a wildcard finds; authority rules are not subscriptions, and a rule on ``#``
+  still covers ``$SYS``.
 * Publication topics are concrete: a wildcard level there is MQRCCF_TOPIC_ERROR, as IBM's broker
   answers a Publish with a wildcard topic. Every method that takes a concrete topic enforces it,
   so a wildcard DeletePub can never silently turn into a literal lookup.
@@ -118,10 +123,19 @@ def _skip_multi_levels(pattern: Sequence[str], states: set[int]) -> set[int]:
     return closed
 
 
+SYSTEM_PREFIX = "$"
+
+
+def hidden_from(first_pattern_level: str, first_topic_level: str) -> bool:
+    """Whether a system topic (first level ``$...``) escapes a pattern's wildcard first level."""
+    return first_topic_level.startswith(SYSTEM_PREFIX) and first_pattern_level in (MULTI_LEVEL, SINGLE_LEVEL)
+
+
 def matches(pattern: str, topic: str) -> bool:
     """The reference answer to "does a subscription to ``pattern`` receive ``topic``?"."""
     check_subscribe_topic(pattern)
-    return levels_match(split_levels(pattern), _concrete_levels(topic))
+    levels, concrete = split_levels(pattern), _concrete_levels(topic)
+    return not hidden_from(levels[0], concrete[0]) and levels_match(levels, concrete)
 
 
 def literal_prefix_levels(pattern: str) -> tuple[str, ...]:
@@ -296,19 +310,23 @@ class TopicTree(Generic[V]):
         A value stored under two matching patterns comes back twice; only the caller knows which
         values denote the same subscriber.
         """
-        return self.match_levels(_concrete_levels(topic))
+        levels = _concrete_levels(topic)
+        return self.match_levels(levels, root_wildcards=not levels[0].startswith(SYSTEM_PREFIX))
 
-    def match_levels(self, levels: Sequence[str]) -> list[V]:
+    def match_levels(self, levels: Sequence[str], *, root_wildcards: bool = True) -> list[V]:
         """:meth:`match` for levels already split and checked; ``()`` is the root of the topic tree,
-        which only patterns made of ``#`` levels match (authority checks use it for ``#``)."""
+        which only patterns made of ``#`` levels match (authority checks use it for ``#``).
+        Without ``root_wildcards`` (a system topic), patterns starting with ``#`` or ``+`` do not
+        match; authority checks keep them."""
         # ``plain`` holds the nodes reached by consuming exactly the levels seen so far; ``multi``
         # holds the nodes under a '#' edge, which may absorb any further levels and so stay active.
         # A node has one parent edge, so neither list can hold a node twice except through chained
         # '#' edges, which the membership test in _enter_multi_levels rules out.
         plain: list[_Node] = [self._root]
         multi: list[_Node] = []
-        _enter_multi_levels(plain, multi)
-        for level in levels:
+        if root_wildcards:
+            _enter_multi_levels(plain, multi)
+        for depth, level in enumerate(levels):
             advanced: list[_Node] = []
             for nodes in (plain, multi):
                 for node in nodes:
@@ -317,7 +335,7 @@ class TopicTree(Generic[V]):
                         child = children.get(level)
                         if child is not None:
                             advanced.append(child)
-                        child = children.get(SINGLE_LEVEL)
+                        child = children.get(SINGLE_LEVEL) if depth or root_wildcards else None
                         if child is not None:
                             advanced.append(child)
             plain = advanced
@@ -455,6 +473,8 @@ class TopicIndex(Generic[V]):
                 continue
             wanted = levels[position]
             children: dict[str, _TopicNode] = node.children or {}  # type: ignore[assignment]
+            if node is self._root and wanted in (MULTI_LEVEL, SINGLE_LEVEL):
+                children = {k: v for k, v in children.items() if not k.startswith(SYSTEM_PREFIX)}
             if wanted == MULTI_LEVEL:
                 stack.append((node, position + 1))
                 stack.extend((child, position) for child in children.values())

@@ -49,6 +49,14 @@ class Settings:
     api_port: int = 8080
     # Seconds the admin API waits for a neighbouring broker's answer in the topology check.
     neighbour_timeout: float = 10.0
+    # MQTT listener (broker.service.mqtt): "[HOST:]PORT" to serve MQTT 3.1/3.1.1 on ("" = none;
+    # HOST defaults to 127.0.0.1); anonymous clients act as the principal mqtt_anonymous, and
+    # are refused when it is empty; at most mqtt_max_inflight QoS 1/2 messages are sent to a
+    # client unacknowledged; a packet longer than mqtt_max_packet_size bytes closes its connection.
+    mqtt_listen: str = ""
+    mqtt_anonymous: str = ""
+    mqtt_max_inflight: int = 100
+    mqtt_max_packet_size: int = 4 * 1024 * 1024
     # Where the settings came from, for `broker config show`.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -156,6 +164,18 @@ def load_settings(
             sources[name] = source
     settings = replace(Settings(), **values)
     return replace(settings, sources=tuple(sorted(sources.items())))
+
+
+def mqtt_address(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` as (host, port); the host is 127.0.0.1 unless given."""
+    host, _, port = text.strip().rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"setting mqtt_listen={text!r} is not valid: use [HOST:]PORT") from None
+    if not 0 < number < 65536:
+        raise ConfigError(f"setting mqtt_listen={text!r} is not valid: the port must be 1 to 65535")
+    return host.strip("[]") or "127.0.0.1", number
 
 
 def broker_config(qmgr: str, settings: Settings) -> BrokerConfig:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from broker.core.effects import Outcome
 from queues.reasons import reason_name
@@ -76,6 +76,7 @@ class BrokerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.mqtt = MqttMetrics(r)
 
     def record(self, outcomes: Sequence[Outcome]) -> None:
         """Count a batch's outcomes: one label lookup per kind of outcome, not per message."""
@@ -129,3 +130,22 @@ class BrokerMetrics:
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
             return self.snapshot.as_dict()
+
+
+class MqttMetrics:
+    """The MQTT listener's counters (``broker.service.mqtt``)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.connections = Gauge("broker_mqtt_connections", "MQTT connections open", registry=r)
+        self.accepted = Counter("broker_mqtt_connections_accepted", "MQTT connections accepted", registry=r)
+        self.packets = Counter(
+            "broker_mqtt_packets", "MQTT packets by direction and type", ["direction", "type"], registry=r
+        )
+        self.bytes = Counter("broker_mqtt_bytes", "MQTT bytes by direction", ["direction"], registry=r)
+        self.refused = Counter(
+            "broker_mqtt_refused",
+            "Refused MQTT connections, publications and subscriptions, and malformed packets",
+            ["what"],
+            registry=r,
+        )
+        self.wills = Counter("broker_mqtt_wills", "MQTT wills published", registry=r)

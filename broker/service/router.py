@@ -341,9 +341,9 @@ class RoutingService:
             )
             if not messages:
                 return BatchResult(0, [])
-            outcomes, effects = self._route_all(messages, self._state(uow), queue, uow)
+            outcomes, effects = self._route_all(messages, self.state_in(uow), queue, uow)
             uow.await_turn()  # before the writes that lock what the previous batch also locks
-            dead = self._apply(uow, effects)
+            dead = self.apply_effects(uow, effects)
         self._account(queue, outcomes, dead, time.perf_counter() - started, now_ms(), messages)
         return BatchResult(len(messages), outcomes)
 
@@ -363,7 +363,7 @@ class RoutingService:
                     claim = self._claim(uow, queue, size)
                     if claim is None:
                         return BatchResult(0, [])
-                self._state(uow)
+                self.state_in(uow)
         assert self.state is not None
         messages = list(claim.messages)
         try:
@@ -373,11 +373,11 @@ class RoutingService:
             self.qm.await_claim_turn(claim)
             with self.qm.unit_of_work() as uow:
                 uow.consume(claim)
-                dead = self._apply(uow, effects)
+                dead = self.apply_effects(uow, effects)
                 full = len(messages) == size and not self.stopping
                 ahead = self._claim(uow, queue, size) if full else None
                 if ahead is not None:
-                    self._state(uow)
+                    self.state_in(uow)
         except BaseException:
             self._give_back(claim)
             raise
@@ -426,7 +426,7 @@ class RoutingService:
         it would wait for, and take from it after the turn timeout."""
         if self.state is None:
             with self.qm.unit_of_work() as uow:
-                self._state(uow)
+                self.state_in(uow)
 
     def _leased(self, uow: UnitOfWork, queue: str) -> bool:
         """Whether a Spark job holds the stream's lease (``broker.store.leases``): the shared
@@ -437,7 +437,7 @@ class RoutingService:
             log.debug("stream leased; not routing it", extra={"queue": queue, "holder": holder})
         return holder is not None
 
-    def _state(self, uow: UnitOfWork) -> BrokerState:
+    def state_in(self, uow: UnitOfWork) -> BrokerState:
         """The state as of this unit of work; a change of neighbours is acted on here:
         a new neighbour learns this broker's proxy subscriptions, a removed one's
         proxies are dropped (and, where they were the last, deregistered onwards)."""
@@ -459,7 +459,7 @@ class RoutingService:
                 effects.extend(neighbours.forget(state, name, now))
             state.apply_all(effects)
             uow.await_turn()
-            self._apply(uow, effects)
+            self.apply_effects(uow, effects)
             self._linked = linked
         return state
 
@@ -471,7 +471,7 @@ class RoutingService:
             self.metrics.record_error("route", repr(exc))
             return failed_outcome(message, queue, self.config.qmgr, now, f"internal error: {exc!r}")
 
-    def _apply(self, uow: UnitOfWork, effects: Sequence[Effect]) -> int:
+    def apply_effects(self, uow: UnitOfWork, effects: Sequence[Effect]) -> int:
         """Write a batch's effects in its unit of work; returns how many went to the DLQ."""
         puts: list[tuple[str, Message]] = []
         dead = 0
@@ -506,7 +506,7 @@ class RoutingService:
                     return BatchResult(0, [])
                 taken = (uow.gotten[-1], messages[0])
                 outcome = failed_outcome(messages[0], queue, self.config.qmgr, now_ms(), repr(failure))
-                self._apply(uow, outcome.effects)
+                self.apply_effects(uow, outcome.effects)
         except MQError as exc:
             if taken is None or exc.reason == Reason.MQRC_CONNECTION_BROKEN:
                 raise
@@ -625,11 +625,11 @@ class RoutingService:
         if abandoned:
             log.info("abandoned temporary queues deleted", extra={"queues": ",".join(abandoned)})
         with self.qm.unit_of_work() as uow:
-            state = self._state(uow)
+            state = self.state_in(uow)
             effects = engine.housekeeping(state, now_ms())
             if effects:
                 state.apply_all(effects)
-                self._apply(uow, effects)
+                self.apply_effects(uow, effects)
                 log.info("subscriptions expired or orphaned", extra={"removed": len(effects)})
             store.prune_changes(uow.connection, now_ms())
         self.hold_queues()

@@ -165,3 +165,62 @@ leases = Table(
     Column("owner", String(96), nullable=False),  # "" when free
     Column("until", BigInteger, nullable=False),  # epoch ms; the lease lapses after it
 )
+
+# MQTT sessions (``broker.store.mqtt``). Client ids may be 65,535 bytes long: rows are keyed
+# by a hash of the id, as subscriptions are by a hash of their key.
+mqtt_sessions = Table(
+    "psb_mqtt_sessions",
+    metadata,
+    Column("session_key", LargeBinary(16), primary_key=True),
+    Column("client_id", Text, nullable=False),
+    Column("queue", String(48), nullable=False, unique=True),  # where its subscriptions deliver
+    Column("user_id", String(64), nullable=False),
+    Column("clean", SmallInteger, nullable=False),
+    Column("protocol_level", SmallInteger, nullable=False),
+    Column("address", String(64), nullable=False),  # of the last connection
+    Column("created_at", BigInteger, nullable=False),
+    Column("connected_at", BigInteger, nullable=False),
+    Column("next_seq", BigInteger, nullable=False),  # the order of its outbound messages
+    Column("online", SmallInteger, nullable=False),  # a client is connected to it
+)
+
+# Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).
+mqtt_subscriptions = Table(
+    "psb_mqtt_subscriptions",
+    metadata,
+    Column("session_key", LargeBinary(16), primary_key=True),
+    Column("filter_key", LargeBinary(16), primary_key=True),
+    Column("filter", Text, nullable=False),
+    Column("qos", SmallInteger, nullable=False),
+)
+
+# Received QoS 2 message ids routed and awaiting PUBREL: exactly once across restarts.
+mqtt_inbound = Table(
+    "psb_mqtt_inbound",
+    metadata,
+    Column("session_key", LargeBinary(16), primary_key=True),
+    Column("packet_id", Integer, primary_key=True, autoincrement=False),
+)
+
+# Outbound QoS 1/2 messages sent and not yet acknowledged, in their sending order.
+mqtt_outbound = Table(
+    "psb_mqtt_outbound",
+    metadata,
+    Column("session_key", LargeBinary(16), primary_key=True),
+    Column("packet_id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("qos", SmallInteger, nullable=False),
+    Column("retain", SmallInteger, nullable=False),
+    Column("released", SmallInteger, nullable=False),  # PUBREC received: PUBREL is what is resent
+)
+
+# MQTT principals' passwords, as salted scrypt hashes (``broker.store.mqtt.hash_password``).
+mqtt_principals = Table(
+    "psb_mqtt_principals",
+    metadata,
+    Column("user_id", String(64), primary_key=True),
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)

@@ -58,6 +58,8 @@ class ServeProcess:
         batch_size: int,
         routers: int = 1,
         api_port: int | None = None,
+        mqtt_port: int | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.url = url
         self.workdir = workdir
@@ -65,6 +67,8 @@ class ServeProcess:
         self.batch_size = batch_size
         self.routers = routers
         self.api_port = api_port  # with --api on this port
+        self.mqtt_port = mqtt_port  # with --mqtt 127.0.0.1:PORT
+        self.environment = environment or {}  # BROKER_* settings beyond the flags
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -94,11 +98,13 @@ class ServeProcess:
         ]
         if self.api_port is not None:
             argv += ["--api", "--port", str(self.api_port)]
+        if self.mqtt_port is not None:
+            argv += ["--mqtt", f"127.0.0.1:{self.mqtt_port}"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 argv,
                 cwd=self.workdir,
-                env=child_environment(),
+                env=child_environment() | self.environment,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -109,7 +115,9 @@ class ServeProcess:
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_SECONDS
-        while len(self.lines("broker started")) < self.starts * self.routers:
+        while len(self.lines("broker started")) < self.starts * self.routers or (
+            self.mqtt_port is not None and len(self.lines("mqtt listener started")) < self.starts
+        ):
             if not self.alive:
                 raise AssertionError(f"{self.name} exited before it was ready:\n{self.tail()}")
             if time.monotonic() > deadline:
@@ -167,9 +175,18 @@ class Brokers:
         self._qm: QueueManager | None = None
 
     def start(
-        self, name: str = "broker", *, batch_size: int = 5, routers: int = 1, api_port: int | None = None
+        self,
+        name: str = "broker",
+        *,
+        batch_size: int = 5,
+        routers: int = 1,
+        api_port: int | None = None,
+        mqtt_port: int | None = None,
+        environment: dict[str, str] | None = None,
     ) -> ServeProcess:
-        process = ServeProcess(self.url, self.workdir, name, batch_size, routers, api_port)
+        process = ServeProcess(
+            self.url, self.workdir, name, batch_size, routers, api_port, mqtt_port, environment
+        )
         self.processes.append(process)
         return process.start()
 

@@ -5,7 +5,7 @@ and the listener that own a connection build on these."""
 
 from __future__ import annotations
 
-from broker.protocol.mqtt import codec, errors, names, packets
+from broker.protocol.mqtt import codec, errors, names, packets, session
 from broker.protocol.mqtt.codec import Decoder, encode
 from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
 from broker.protocol.mqtt.names import validate_filter, validate_topic_name
@@ -39,6 +39,7 @@ from broker.protocol.mqtt.packets import (
     Unsubscribe,
     Will,
 )
+from broker.protocol.mqtt.session import Session
 
 __all__ = [
     "CONNACK_ACCEPTED",
@@ -66,6 +67,7 @@ __all__ = [
     "PubRec",
     "PubRel",
     "Publish",
+    "Session",
     "SubAck",
     "Subscribe",
     "UnacceptableProtocol",
@@ -77,6 +79,7 @@ __all__ = [
     "errors",
     "names",
     "packets",
+    "session",
     "validate_filter",
     "validate_topic_name",
 ]

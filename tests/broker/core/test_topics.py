@@ -580,3 +580,33 @@ def test_index_survives_pickling() -> None:
     assert copy.match("#") == [("Sport", "p"), ("Sport/Soccer", "s")]
     assert copy.delete("Sport/Soccer") == "s"
     assert copy._node_count() == 2
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topic", "expected"),
+    [
+        ("#", "$SYS/broker/load", False),
+        ("+/broker/load", "$SYS/broker/load", False),
+        ("+", "$SYS", False),
+        ("$SYS/#", "$SYS/broker/load", True),
+        ("$SYS/+/load", "$SYS/broker/load", True),
+        ("$SYS/#", "$SYS", True),
+        ("a/#", "a/$b", True),  # only the first level makes a system topic
+        ("#", "a$/b", True),
+        ("a/#", "a", True),  # "#" matches zero levels: a/# receives its parent a, as in MQTT
+    ],
+)
+def test_system_topics_escape_leading_wildcards(pattern: str, topic: str, expected: bool) -> None:
+    assert matches(pattern, topic) is expected
+    tree: TopicTree[str] = TopicTree()
+    tree.add(pattern, "sub")
+    assert (tree.match(topic) == ["sub"]) is expected
+    index: TopicIndex[str] = TopicIndex()
+    index.set(topic, "kept")
+    assert (index.match(pattern) == [(topic, "kept")]) is expected
+
+
+def test_authority_rules_on_hash_still_cover_system_topics() -> None:
+    tree: TopicTree[str] = TopicTree()
+    tree.add("#", "deny everything")
+    assert tree.match_levels(("$SYS", "x")) == ["deny everything"]

@@ -50,10 +50,11 @@ def wait_until(condition: Callable[[], Any], timeout: float = 20.0, what: str = 
 class Node:
     """One broker instance: queue manager ``name`` on database ``url``."""
 
-    def __init__(self, name: str, url: str, workdir: Path) -> None:
+    def __init__(self, name: str, url: str, workdir: Path, *, mqtt_port: int | None = None) -> None:
         self.name = name
         self.url = url
         self.port = free_port()
+        self.mqtt_port = mqtt_port  # serve MQTT there too
         self.log_path = workdir / f"{name}.log"
         self.workdir = workdir
         self.process: subprocess.Popen[bytes] | None = None
@@ -69,6 +70,8 @@ class Node:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         argv = [str(BROKER), "--db", self.url, "--qmgr", self.name, "--log-format", "json"]
         argv += ["serve", "--api", "--host", "127.0.0.1", "--port", str(self.port), "--batch-size", "50"]
+        if self.mqtt_port is not None:
+            argv += ["--mqtt", str(self.mqtt_port)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, cwd=self.workdir, env=env, stdout=log, stderr=log)
         wait_until(self._ready, READY_SECONDS, f"{self.name} to be ready")

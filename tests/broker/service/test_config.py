@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.service.config import ConfigError, Settings, load_settings
+from broker.service.config import ConfigError, Settings, load_settings, mqtt_address
 
 
 @pytest.fixture(autouse=True)
@@ -162,3 +162,18 @@ def test_a_word_setting_takes_only_its_words(name, value):
 def test_word_settings_are_read_whatever_their_case():
     settings = load_settings(environ={"BROKER_LOG_LEVEL": "debug", "BROKER_DEFAULT_POLICY": "DENY"})
     assert (settings.log_level, settings.default_policy) == ("DEBUG", "deny")
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("1883", ("127.0.0.1", 1883)), ("0.0.0.0:1883", ("0.0.0.0", 1883)), ("[::1]:8883", ("::1", 8883))],
+)
+def test_mqtt_listen_is_host_and_port_with_loopback_by_default(text: str, address: tuple[str, int]) -> None:
+    assert mqtt_address(text) == address
+    assert load_settings({"mqtt_listen": text}, environ={}).mqtt_listen == text
+
+
+@pytest.mark.parametrize("text", ["", "host:", "1883x", "0", "70000"])
+def test_a_bad_mqtt_address_is_a_configuration_error(text: str) -> None:
+    with pytest.raises(ConfigError):
+        mqtt_address(text)

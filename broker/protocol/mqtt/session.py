@@ -1,0 +1,383 @@
+"""One MQTT connection's protocol rules (3.1 and 3.1.1), without sockets, clocks or SQL.
+
+The listener feeds a :class:`Session` the packets it decodes and the time, and carries
+out the actions it returns: packets to send, the connection to close (with the will to
+publish, if any), and the durable work only the shell can do (open the stored session,
+route a publication, register a subscription, record or forget a message id). When that
+work has committed, the shell tells the session (:meth:`Session.opened`,
+:meth:`Session.routed`, ...) and only then does the acknowledgement go out: a PUBACK or a
+PUBREC is never sent for a publication that a crash could still lose.
+
+Exactly once for QoS 2 publications received: the id is recorded in the same commit that
+routes the publication; until PUBREL any PUBLISH with that id is answered with PUBREC
+again and not routed again. The records are loaded with a persistent session, so this
+holds across reconnections and broker restarts.
+
+Client identifiers: MQTT 3.1 allows 1 to 23 characters; longer or empty ones are
+refused (CONNACK 2). MQTT 3.1.1 accepts any length; an empty one with CleanSession=1
+gets a generated identifier, with CleanSession=0 it is refused (CONNACK 2).
+Keepalive: a client silent for one and a half times its keepalive is disconnected
+(its will is published); a connection that sends no CONNECT within
+``connect_timeout`` seconds is closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from broker.protocol.mqtt.packets import (
+    CONNACK_ACCEPTED,
+    CONNACK_IDENTIFIER_REJECTED,
+    MQTT_31,
+    ConnAck,
+    Connect,
+    Disconnect,
+    Packet,
+    PingReq,
+    PingResp,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+    UnsubAck,
+    Unsubscribe,
+    Will,
+)
+
+MAX_31_CLIENT_ID = 23
+MAX_PACKET_ID = 65535
+KEEPALIVE_GRACE = 1.5
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_MAX_INFLIGHT = 100
+
+
+class Phase(Enum):
+    AWAITING_CONNECT = "awaiting connect"
+    OPENING = "opening"  # CONNECT accepted by the rules; the shell is opening the stored session
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+# -- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    packet: Packet
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """End the connection; ``will`` is published unless it is None (after DISCONNECT)."""
+
+    reason: str
+    will: Will | None
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """Authenticate and open (or create) the stored session of ``client_id``; then call
+    :meth:`Session.opened` or :meth:`Session.refused`."""
+
+    connect: Connect
+    client_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Route ``publish`` durably (QoS 1 and 2: recording a QoS 2 id in the same commit),
+    then call :meth:`Session.routed`, whether the publication was authorised or not."""
+
+    publish: Publish
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """PUBREL of a received QoS 2 message: forget its id durably, then :meth:`Session.released`."""
+
+    packet_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    """Register the filters, then :meth:`Session.subscribed` with a return code each."""
+
+    subscribe: Subscribe
+
+
+@dataclass(frozen=True, slots=True)
+class Deregister:
+    """Deregister the filters, then :meth:`Session.unsubscribed`."""
+
+    unsubscribe: Unsubscribe
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """An outbound message is acknowledged for good (PUBACK, or PUBCOMP): forget it."""
+
+    packet_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """PUBREC of an outbound QoS 2 message: record it durably, then :meth:`Session.recorded`
+    sends the PUBREL (after a restart the PUBREL is sent again, never the PUBLISH)."""
+
+    packet_id: int
+
+
+Action = Send | Close | Open | Route | Release | Register | Deregister | Delivered | Received
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """A stored outbound QoS 1/2 message not yet acknowledged; ``released``: PUBREC came."""
+
+    publish: Publish
+    released: bool = False
+
+
+# -- the machine ---------------------------------------------------------------------------
+
+
+class Session:
+    """The rules of one connection; the stored session's durable parts live in the shell."""
+
+    def __init__(
+        self,
+        now: float,
+        *,
+        new_client_id: Callable[[], str],
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self.phase = Phase.AWAITING_CONNECT
+        self.connect: Connect | None = None
+        self.client_id = ""
+        self.max_inflight = max_inflight
+        self._new_client_id = new_client_id
+        self._connect_timeout = connect_timeout
+        self._started = now
+        self._last_seen = now
+        self._early: list[Packet] = []  # packets pipelined behind CONNECT, handled once open
+        self._routing: set[int] = set()  # QoS 1/2 ids being routed
+        self._awaiting_release: set[int] = set()  # QoS 2 ids routed, awaiting PUBREL
+        self._inflight: dict[int, Outbound] = {}  # outbound, in send order
+        self._next_id = 1
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    def receive(self, packet: Packet, now: float) -> list[Action]:
+        """The actions a packet from the client calls for."""
+        self._last_seen = now
+        if self.phase is Phase.CLOSED:
+            return []
+        if self.phase is Phase.AWAITING_CONNECT:
+            if not isinstance(packet, Connect):
+                return self._close(f"{type(packet).__name__} before CONNECT", will=False)
+            return self._on_connect(packet)
+        if isinstance(packet, Connect):
+            return self._close("a second CONNECT", will=True)
+        if self.phase is Phase.OPENING:
+            self._early.append(packet)
+            return []
+        return self._handle(packet)
+
+    def _on_connect(self, connect: Connect) -> list[Action]:
+        client_id = connect.client_id
+        if connect.protocol_level == MQTT_31:
+            acceptable = 0 < len(client_id) <= MAX_31_CLIENT_ID
+        else:
+            acceptable = bool(client_id) or connect.clean_session
+            client_id = client_id or self._new_client_id()
+        self.connect = connect
+        if not acceptable:
+            return self.refused(CONNACK_IDENTIFIER_REJECTED)
+        self.client_id = client_id
+        self.phase = Phase.OPENING
+        return [Open(connect, client_id)]
+
+    def opened(
+        self, session_present: bool, awaiting_release: Iterable[int], outbound: Sequence[Outbound]
+    ) -> list[Action]:
+        """The stored session is open: CONNACK, then what a persistent session had in
+        flight (PUBLISH again with DUP=1 in the original order, PUBREL again for those
+        already PUBREC'd), then the packets that came behind CONNECT."""
+        if self.phase is not Phase.OPENING:
+            return []
+        self.phase = Phase.OPEN
+        self._awaiting_release = set(awaiting_release)
+        # 3.1's CONNACK has no session-present flag: its first byte is reserved, sent as 0.
+        present = session_present and self.connect is not None and self.connect.protocol_level != MQTT_31
+        actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED))]
+        for item in outbound:
+            packet_id = item.publish.packet_id
+            assert packet_id is not None
+            self._inflight[packet_id] = item
+            self._next_id = _following(packet_id)
+            packet: Packet = PubRel(packet_id) if item.released else replace(item.publish, dup=True)
+            actions.append(Send(packet))
+        early, self._early = self._early, []
+        for packet in early:
+            actions.extend(self._handle(packet))
+            if self.phase is Phase.CLOSED:
+                break
+        return actions
+
+    def refused(self, return_code: int) -> list[Action]:
+        """The CONNECT is refused with ``return_code``: CONNACK, then close (no will)."""
+        actions: list[Action] = [Send(ConnAck(False, return_code))]
+        return actions + self._close(f"CONNECT refused with return code {return_code}", will=False)
+
+    def _handle(self, packet: Packet) -> list[Action]:
+        if isinstance(packet, Publish):
+            return self._on_publish(packet)
+        if isinstance(packet, PubRel):
+            if packet.packet_id in self._awaiting_release:
+                return [Release(packet.packet_id)]
+            return [Send(PubComp(packet.packet_id))]
+        if isinstance(packet, PubAck | PubRec | PubComp):
+            return self._on_ack(packet)
+        if isinstance(packet, Subscribe):
+            return [Register(packet)]
+        if isinstance(packet, Unsubscribe):
+            return [Deregister(packet)]
+        if isinstance(packet, PingReq):
+            return [Send(PingResp())]
+        if isinstance(packet, Disconnect):
+            return self._close("DISCONNECT", will=False)
+        return self._close(f"{type(packet).__name__} is not sent to a server", will=True)
+
+    def _on_publish(self, publish: Publish) -> list[Action]:
+        if publish.qos == 0:
+            return [Route(publish)]
+        packet_id = publish.packet_id
+        assert packet_id is not None
+        if packet_id in self._routing:
+            return []  # a retransmission of one being routed: its acknowledgement follows
+        if packet_id in self._awaiting_release:
+            return [Send(PubRec(packet_id))]  # routed already: acknowledge again, never route again
+        self._routing.add(packet_id)
+        return [Route(publish)]
+
+    def routed(self, publish: Publish) -> list[Action]:
+        """``publish`` is durably routed (or refused): its acknowledgement, if any."""
+        if publish.qos == 0 or publish.packet_id is None or self.phase is not Phase.OPEN:
+            return []
+        packet_id = publish.packet_id
+        self._routing.discard(packet_id)
+        if publish.qos == 1:
+            return [Send(PubAck(packet_id))]
+        self._awaiting_release.add(packet_id)
+        return [Send(PubRec(packet_id))]
+
+    def released(self, packet_id: int) -> list[Action]:
+        """The QoS 2 id is durably forgotten: PUBCOMP."""
+        self._awaiting_release.discard(packet_id)
+        return [Send(PubComp(packet_id))] if self.phase is Phase.OPEN else []
+
+    def subscribed(self, packet_id: int, return_codes: Sequence[int]) -> list[Action]:
+        return [Send(SubAck(packet_id, tuple(return_codes)))] if self.phase is Phase.OPEN else []
+
+    def unsubscribed(self, packet_id: int) -> list[Action]:
+        return [Send(UnsubAck(packet_id))] if self.phase is Phase.OPEN else []
+
+    # -- outbound --------------------------------------------------------------------------
+
+    @property
+    def room(self) -> int:
+        """How many more QoS 1/2 messages may be in flight to the client."""
+        return max(0, self.max_inflight - len(self._inflight)) if self.phase is Phase.OPEN else 0
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    def free_ids(self, count: int) -> list[int]:
+        """The next ``count`` packet ids not in flight, for the shell to store messages under
+        before :meth:`deliver` sends them (one delivery at a time per session)."""
+        ids: list[int] = []
+        candidate = self._next_id
+        while len(ids) < min(count, MAX_PACKET_ID - len(self._inflight)):
+            if candidate not in self._inflight:
+                ids.append(candidate)
+            candidate = _following(candidate)
+        return ids
+
+    def deliver(self, publications: Iterable[Publish]) -> list[Action]:
+        """Send publications (QoS 1/2 ones carrying the ids :meth:`free_ids` gave)."""
+        if self.phase is not Phase.OPEN:
+            return []
+        actions: list[Action] = []
+        for publish in publications:
+            if publish.qos:
+                assert publish.packet_id is not None
+                self._inflight[publish.packet_id] = Outbound(publish)
+                self._next_id = _following(publish.packet_id)
+            actions.append(Send(publish))
+        return actions
+
+    def _on_ack(self, packet: PubAck | PubRec | PubComp) -> list[Action]:
+        item = self._inflight.get(packet.packet_id)
+        if item is None:
+            return []
+        qos = item.publish.qos
+        if isinstance(packet, PubRec):
+            if qos != 2:
+                return []
+            return [Send(PubRel(packet.packet_id))] if item.released else [Received(packet.packet_id)]
+        wanted = (1, False) if isinstance(packet, PubAck) else (2, True)
+        if (qos, item.released) != wanted:
+            return []
+        del self._inflight[packet.packet_id]
+        return [Delivered(packet.packet_id)]
+
+    def recorded(self, packet_id: int) -> list[Action]:
+        """PUBREC of an outbound QoS 2 message is durably recorded: PUBREL."""
+        item = self._inflight.get(packet_id)
+        if item is None or self.phase is not Phase.OPEN:
+            return []
+        self._inflight[packet_id] = replace(item, released=True)
+        return [Send(PubRel(packet_id))]
+
+    # -- time and endings ------------------------------------------------------------------
+
+    def deadline(self) -> float | None:
+        """When the connection expires unless a packet arrives first (None: never)."""
+        if self.phase is Phase.AWAITING_CONNECT:
+            return self._started + self._connect_timeout
+        if self.phase is Phase.CLOSED or self.connect is None or not self.connect.keepalive:
+            return None
+        return self._last_seen + KEEPALIVE_GRACE * self.connect.keepalive
+
+    def tick(self, now: float) -> list[Action]:
+        """Close the connection if its keepalive (or the wait for CONNECT) has run out."""
+        deadline = self.deadline()
+        if deadline is None or now < deadline:
+            return []
+        if self.phase is Phase.AWAITING_CONNECT:
+            return self._close("no CONNECT in time", will=False)
+        return self._close("keepalive expired", will=True)
+
+    def connection_lost(self, reason: str) -> list[Action]:
+        """The connection ended without DISCONNECT (socket error, malformed packet,
+        takeover, shutdown): close, publishing the will."""
+        return self._close(reason, will=True)
+
+    def _close(self, reason: str, *, will: bool) -> list[Action]:
+        if self.phase is Phase.CLOSED:
+            return []
+        opened = self.phase in (Phase.OPEN, Phase.OPENING)
+        self.phase = Phase.CLOSED
+        chosen = self.connect.will if will and opened and self.connect is not None else None
+        return [Close(reason, chosen)]
+
+
+def _following(packet_id: int) -> int:
+    return packet_id % MAX_PACKET_ID + 1

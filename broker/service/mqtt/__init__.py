@@ -1,0 +1,62 @@
+"""The MQTT listener: MQTT 3.1 and 3.1.1 clients on the broker's topic tree, authority,
+retained publications and network, beside the routing loop (``docs/decisions.md``, MQTT)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from broker.service.config import Settings
+from broker.service.metrics import BrokerMetrics
+from broker.service.mqtt.gateway import Gateway
+from broker.service.mqtt.listener import Connection, MqttListener
+from queues import QueueManager
+
+__all__ = ["Connection", "Gateway", "MqttListener", "MqttListenerFailed", "MqttThread"]
+
+log = logging.getLogger("broker.mqtt")
+
+
+class MqttListenerFailed(RuntimeError):
+    """The MQTT listener could not start (the log says why)."""
+
+
+class MqttThread:
+    """A listener on its own thread and event loop, as ``broker serve --mqtt`` runs it; if
+    it fails, ``failed`` is called (``broker serve`` stops: a broker that silently stopped
+    serving MQTT would look healthy)."""
+
+    def __init__(
+        self,
+        qm: QueueManager,
+        settings: Settings,
+        host: str,
+        port: int,
+        metrics: BrokerMetrics,
+        *,
+        failed: Callable[[], None],
+    ) -> None:
+        self.listener = MqttListener(qm, settings, host, port, metrics)
+        self._failed = failed
+        self._thread = threading.Thread(target=self._run, name="mqtt", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.listener.run()
+        except Exception:
+            log.exception("mqtt listener failed; stopping the broker")
+            self._failed()
+
+    def start(self) -> None:
+        """Start serving; raises if the listener cannot (its port taken, say)."""
+        self._thread.start()
+        while not self.listener.ready.wait(0.1):
+            if not self._thread.is_alive():
+                listener = self.listener
+                raise MqttListenerFailed(f"the MQTT listener on {listener.host}:{listener.port} failed")
+
+    def stop(self) -> None:
+        """Graceful: stop accepting, end the connections (wills sent), flush the durable work."""
+        self.listener.stop()
+        self._thread.join(timeout=30)

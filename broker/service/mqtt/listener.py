@@ -1,0 +1,562 @@
+"""The MQTT listener: an asyncio server beside the routing loop, on the same broker.
+
+Each connection decodes packets (``broker.protocol.mqtt.codec``), hands them to its
+:class:`~broker.protocol.mqtt.session.Session` and carries out the actions it returns.
+Durable work goes to the :class:`~broker.service.mqtt.gateway.Gateway` (one transaction
+per batch of jobs, whatever connection they come from); its answers are taken in the
+order the packets came, so acknowledgements go out in that order. Deliveries: a watcher
+thread waits on the session queues of the connected clients with the queue manager's
+arrival notifications (no polling of SQL per message) and wakes the connection whose
+queue received something; that connection takes as many messages as its in-flight window
+allows, in one gateway job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from hashlib import blake2b
+from typing import Any
+
+from broker.protocol.mqtt.codec import Decoder, encode
+from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
+from broker.protocol.mqtt.packets import (
+    CONNACK_BAD_CREDENTIALS,
+    CONNACK_NOT_AUTHORIZED,
+    Connect,
+    Packet,
+    Publish,
+)
+from broker.protocol.mqtt.session import (
+    Action,
+    Close,
+    Delivered,
+    Deregister,
+    Open,
+    Received,
+    Register,
+    Release,
+    Route,
+    Send,
+    Session,
+)
+from broker.service.config import Settings
+from broker.service.metrics import BrokerMetrics
+from broker.service.mqtt.gateway import FETCH_LIMIT, Gateway, Opened
+from broker.store import mqtt as sessions
+from queues import QueueManager
+from queues.definition import MAX_MAX_DEPTH
+from queues.errors import MQError, UnknownObject
+from queues.ids import now_ms
+from queues.reasons import Reason
+
+log = logging.getLogger("broker.mqtt")
+
+READ_SIZE = 65536
+MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
+
+
+@dataclass
+class Step:
+    """Work whose answer must be handled in packet order: ``then`` turns the awaited result
+    into the session's next actions."""
+
+    awaitable: Awaitable[Any] | None
+    then: Callable[[Any], list[Action]]
+
+
+class Connection:
+    """One client connection and its session's protocol rules."""
+
+    def __init__(
+        self, listener: MqttListener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.listener = listener
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.since = now_ms()
+        self.session = Session(
+            time.monotonic(),
+            new_client_id=lambda: f"auto-{os.urandom(8).hex()}",
+            max_inflight=listener.settings.mqtt_max_inflight,
+        )
+        self.decoder = Decoder(listener.settings.mqtt_max_packet_size)
+        self.user_id = ""
+        self.queue = ""
+        self.granted: dict[str, int] = {}
+        self.closing = False
+        self.finished = asyncio.Event()
+        self._steps: deque[Step] = deque()  # a deque and an event: lighter than asyncio.Queue
+        self._stepped = asyncio.Event()
+        self._dirty = False  # the session queue may hold something not yet taken
+        self._pumping: asyncio.Task[None] | None = None
+        self._blocked = False  # deliveries wait for the in-flight window
+        self._answering: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def client_id(self) -> str:
+        return self.session.client_id
+
+    @property
+    def clean(self) -> bool:
+        return self.session.connect is not None and self.session.connect.clean_session
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._answering = asyncio.create_task(self._answer())
+        self._expire()  # arms the timer of the wait for CONNECT
+        reason = "connection closed by the client"
+        try:
+            while not self.closing:
+                data = await self.reader.read(READ_SIZE)
+                if not data:
+                    break
+                self.listener.count_bytes("in", len(data))
+                self._received(data)
+                self._rearm()
+        except (ConnectionError, OSError) as exc:
+            reason = f"socket error: {exc}"
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            self.perform(self.session.connection_lost(reason))
+            await self.finished.wait()
+
+    def _rearm(self) -> None:
+        """The deadline moves later with every packet (the timer finds out when it fires),
+        but CONNECT may bring it nearer (a keepalive shorter than the wait for CONNECT)."""
+        deadline = self.session.deadline()
+        if self._timer is not None and (deadline is None or deadline < self._timer.when()):
+            self._timer.cancel()
+            self._expire()
+
+    def _expire(self) -> None:
+        """At the session's deadline: close if it has passed (keepalive, or no CONNECT in
+        time), else wait for the new one. One timer per connection, not one per read."""
+        self._timer = None
+        actions = self.session.tick(time.monotonic())
+        if actions:
+            self.perform(actions)
+            return
+        deadline = self.session.deadline()  # time.monotonic(), the event loop's clock
+        if deadline is not None and not self.closing:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+
+    def _received(self, data: bytes) -> None:
+        try:
+            packets = self.decoder.feed(data)
+        except UnacceptableProtocol as exc:
+            self.perform(self.session.refused(exc.return_code))
+            return
+        except MqttProtocolError as exc:
+            # The packets of the same read before the malformed one count, whatever TCP's split.
+            self._handle(exc.packets)
+            self.listener.refused("malformed")
+            self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
+            return
+        self._handle(packets)
+
+    def _handle(self, packets: Sequence[Packet]) -> None:
+        now = time.monotonic()
+        for packet in packets:
+            if self.closing:
+                break
+            self.listener.count_packet("in", packet)
+            self.perform(self.session.receive(packet, now))
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def perform(self, actions: list[Action]) -> None:
+        """Queue the actions behind the earlier ones; durable work starts at once."""
+        gateway = self.listener.gateway
+        for action in actions:
+            if isinstance(action, Send):
+                self._step(None, lambda _, a=action: [a])
+            elif isinstance(action, Close):
+                self.closing = True
+                self._step(None, lambda _, a=action: [a])
+            elif isinstance(action, Open):
+                self._step(self._open(action), lambda actions: actions)
+            elif isinstance(action, Route):
+                self._route(action.publish)
+            elif isinstance(action, Release):
+                job = gateway.released(self.client_id, action.packet_id)
+                self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.released(i))
+            elif isinstance(action, Register):
+                self._register(action)
+            elif isinstance(action, Deregister):
+                self._deregister(action)
+            elif isinstance(action, Delivered):
+                job = gateway.acknowledged(self.client_id, action.packet_id, received=False)
+                gateway.submit(job, lazy=True)
+                if self._blocked:  # the window was full: there is room again
+                    self._blocked = False
+                    self.wake()
+            elif isinstance(action, Received):
+                job = gateway.acknowledged(self.client_id, action.packet_id, received=True)
+                self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.recorded(i))
+
+    def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
+        self._steps.append(Step(awaitable, then))
+        self._stepped.set()
+
+    def _route(self, publish: Publish) -> None:
+        future = self.listener.gateway.submit(
+            self.listener.gateway.publish(self.client_id, publish, self.user_id)
+        )
+
+        def then(routed: bool) -> list[Action]:
+            if not routed:
+                self.listener.refused("publish")
+                log.warning(
+                    "mqtt publication refused: not authorised",
+                    extra={"client_id": self.client_id, "user": self.user_id, "topic": publish.topic},
+                )
+            return self.session.routed(publish)
+
+        self._step(future, then)
+
+    def _register(self, action: Register) -> None:
+        packet = action.subscribe
+        gateway = self.listener.gateway
+        future = gateway.submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
+
+        def then(codes: list[int]) -> list[Action]:
+            for (text, _), code in zip(packet.topics, codes, strict=True):
+                if code <= 2:
+                    self.granted[text] = code
+                else:
+                    self.listener.refused("subscribe")
+                    log.warning(
+                        "mqtt subscription refused: not authorised",
+                        extra={"client_id": self.client_id, "user": self.user_id, "filter": text},
+                    )
+            self.wake()  # retained publications for the new subscriptions
+            return self.session.subscribed(packet.packet_id, codes)
+
+        self._step(future, then)
+
+    def _deregister(self, action: Deregister) -> None:
+        packet = action.unsubscribe
+        gateway = self.listener.gateway
+        future = gateway.submit(gateway.unsubscribe(self.client_id, self.queue, self.user_id, packet.topics))
+
+        def then(_: object) -> list[Action]:
+            for text in packet.topics:
+                self.granted.pop(text, None)
+            return self.session.unsubscribed(packet.packet_id)
+
+        self._step(future, then)
+
+    async def _answer(self) -> None:
+        """Take the steps in order: send, close, or hand their answers back to the session."""
+        while True:
+            if not self._steps:
+                self._stepped.clear()
+                await self._stepped.wait()
+                continue
+            step = self._steps.popleft()
+            try:
+                result = None if step.awaitable is None else await step.awaitable
+            except Exception as exc:  # a failed job: the client sees the connection close
+                log.warning(
+                    "mqtt work failed; closing", extra={"client_id": self.client_id, "error": repr(exc)}
+                )
+                await self._end(Close(f"internal error: {exc!r}", self._will()))
+                return
+            later: list[Action] = []
+            for action in step.then(result):
+                if isinstance(action, Send):
+                    self._write(action.packet)
+                elif isinstance(action, Close):
+                    await self._end(action)
+                    return
+                else:
+                    later.append(action)
+            self.perform(later)
+
+    def _write(self, packet: Packet) -> None:
+        if self.writer.is_closing():
+            return
+        data = encode(packet)
+        self.listener.count_packet("out", packet)
+        self.listener.count_bytes("out", len(data))
+        self.writer.write(data)
+
+    def _will(self) -> Any:
+        connect = self.session.connect
+        return None if connect is None else connect.will
+
+    # -- opening and ending ----------------------------------------------------------------
+
+    async def _open(self, action: Open) -> list[Action]:
+        listener = self.listener
+        code, user_id = await asyncio.get_running_loop().run_in_executor(
+            listener.authenticator, listener.authenticate, action.connect
+        )
+        if code:
+            self.listener.refused("connect")
+            log.warning(
+                "mqtt connection refused",
+                extra={"client_id": action.client_id, "user": action.connect.username, "return_code": code},
+            )
+            return self.session.refused(code)
+        self.user_id = user_id
+        await self.listener.take_over(action.client_id, self)
+        self.queue = sessions.queue_for(action.client_id)
+        await asyncio.to_thread(self.listener.ensure_queue, self.queue)
+        gateway = self.listener.gateway
+        opened: Opened = await gateway.submit(
+            gateway.open(action.connect, action.client_id, user_id, self.address)
+        )
+        self.granted = dict(opened.granted)
+        self.listener.attach(self)
+        self.wake()
+        log.info(
+            "mqtt client connected",
+            extra={
+                "client_id": action.client_id,
+                "user": user_id,
+                "address": self.address,
+                "present": opened.present,
+            },
+        )
+        return self.session.opened(opened.present, opened.awaiting_release, opened.outbound)
+
+    async def _end(self, close: Close) -> None:
+        """Publish the will (if the connection ended without DISCONNECT), discard a clean
+        session, and close the socket."""
+        self.closing = True
+        gateway = self.listener.gateway
+        try:
+            if close.will is not None and self.queue:
+                will = close.will
+                publish = Publish(will.topic, will.payload, will.qos, will.retain)
+                await gateway.submit(gateway.publish(self.client_id, publish, self.user_id))
+                self.listener.metrics.mqtt.wills.inc()
+            if self.queue and self.listener.owns(self):
+                if self.clean:
+                    await gateway.submit(gateway.close(self.client_id, self.queue))
+                    await asyncio.to_thread(self.listener.delete_queue, self.queue)
+                else:
+                    gateway.submit(gateway.offline(self.client_id), lazy=True)
+        except Exception as exc:
+            log.warning(
+                "mqtt session not ended cleanly", extra={"client_id": self.client_id, "error": repr(exc)}
+            )
+        finally:
+            # Only now: a connection with the same client id waits until this one has ended.
+            self.listener.detach(self)
+            log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
+            self.writer.close()
+            for task in (self._answering, self._pumping):
+                if task is not None and task is not asyncio.current_task():
+                    task.cancel()
+            self.finished.set()
+
+    def wake(self) -> None:
+        """Something may wait on the session queue: deliver it. The delivery task exists only
+        while there is something to deliver (an idle connection holds no task for it)."""
+        self._dirty = True
+        if self._pumping is None and self.queue and not self.closing:
+            self._pumping = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        """Send what the session queue holds, as far as the in-flight window allows."""
+        gateway = self.listener.gateway
+        try:
+            while self._dirty and not self.closing:
+                self._dirty = False
+                while not self.closing:
+                    if not self.session.room:
+                        self._blocked = True
+                        break
+                    ids = self.session.free_ids(min(self.session.room, FETCH_LIMIT))
+                    taken = await gateway.submit(
+                        gateway.fetch(self.client_id, self.queue, ids, dict(self.granted))
+                    )
+                    for action in self.session.deliver(taken):
+                        if isinstance(action, Send):
+                            self._write(action.packet)
+                    await self.writer.drain()
+                    if len(taken) < len(ids):
+                        break
+        finally:
+            self._pumping = None
+
+
+class MqttListener:
+    """The asyncio MQTT server of one broker process."""
+
+    def __init__(
+        self, qm: QueueManager, settings: Settings, host: str, port: int, metrics: BrokerMetrics
+    ) -> None:
+        self.qm = qm
+        self.settings = settings
+        self.host = host
+        self.port = port
+        self.metrics = metrics
+        self.gateway = Gateway(qm, settings, metrics)
+        self.clients: dict[str, Connection] = {}  # by client id, once their session is open
+        self.connections: set[Connection] = set()
+        self._by_queue: dict[str, Connection] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopped = threading.Event()
+        self.ready = threading.Event()
+        # One thread verifies passwords: scrypt's 16 MiB stays in one malloc arena.
+        self.authenticator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqtt-auth")
+        self._verified: dict[tuple[str, str], bytes] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until :meth:`stop` (runs its own event loop: call it on a thread)."""
+        asyncio.run(self._serve())
+
+    def stop(self) -> None:
+        """Stop accepting, end every connection (publishing wills), finish the durable work."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.gateway.start()
+        server = await asyncio.start_server(self._accept, self.host, self.port)
+        watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
+        watcher.start()
+        log.info("mqtt listener started", extra={"host": self.host, "port": self.port})
+        self.ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            ending = list(self.connections)
+            for connection in ending:
+                connection.perform(connection.session.connection_lost("broker shutting down"))
+            await asyncio.gather(*(c.finished.wait() for c in ending))
+            self._stopped.set()
+            self.gateway.stop()
+            self.authenticator.shutdown(wait=False)
+            log.info("mqtt listener stopped")
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.metrics.mqtt.accepted.inc()
+        connection = Connection(self, reader, writer)
+        self.connections.add(connection)
+        self.metrics.mqtt.connections.set(len(self.connections))
+        try:
+            await connection.run()
+        except Exception:
+            log.exception("mqtt connection failed", extra={"address": connection.address})
+            writer.close()
+        finally:
+            self.connections.discard(connection)
+            self.metrics.mqtt.connections.set(len(self.connections))
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def take_over(self, client_id: str, connection: Connection) -> None:
+        """A second connection with a client id takes the session: the first is closed
+        (its will published) and has ended before the second opens the session."""
+        current = self.clients.get(client_id)
+        if current is not None and current is not connection:
+            log.info("mqtt session taken over", extra={"client_id": client_id, "address": connection.address})
+            current.perform(current.session.connection_lost("session taken over"))
+            await current.finished.wait()
+        self.clients[client_id] = connection
+
+    def attach(self, connection: Connection) -> None:
+        self.clients[connection.client_id] = connection
+        self._by_queue[connection.queue] = connection
+
+    def owns(self, connection: Connection) -> bool:
+        """Whether ``connection`` still holds its session (no other has taken it over)."""
+        return self.clients.get(connection.client_id) is connection
+
+    def detach(self, connection: Connection) -> None:
+        if self._by_queue.get(connection.queue) is connection:
+            del self._by_queue[connection.queue]
+        if self.owns(connection):
+            del self.clients[connection.client_id]
+
+    def authenticate(self, connect: Connect) -> tuple[int, str]:
+        """(0, principal) or a CONNACK return code: the user name and password must match a
+        stored MQTT principal; without a user name, only when anonymous clients are
+        configured (``mqtt_anonymous``: the principal they act as)."""
+        if connect.username is None:
+            anonymous = self.settings.mqtt_anonymous
+            return (0, anonymous) if anonymous else (CONNACK_NOT_AUTHORIZED, "")
+        if len(connect.username) > MAX_USER_ID or connect.password is None:
+            return CONNACK_BAD_CREDENTIALS, ""
+        with self.qm.reading() as conn:
+            stored = sessions.password_hash(conn, connect.username)
+        if stored is None:
+            return CONNACK_BAD_CREDENTIALS, ""
+        # scrypt costs tens of milliseconds and 16 MiB by design: a password once verified
+        # against this very hash is recognised by a keyed digest kept in memory only.
+        key = (connect.username, stored)
+        digest = blake2b(connect.password, key=stored.encode()[-64:], digest_size=32).digest()
+        if self._verified.get(key) != digest:
+            if not sessions.verify_password(connect.password, stored):
+                return CONNACK_BAD_CREDENTIALS, ""
+            self._verified[key] = digest
+        return 0, connect.username
+
+    def ensure_queue(self, name: str) -> None:
+        try:
+            self.qm.define_queue(name, max_depth=MAX_MAX_DEPTH, description="MQTT session")
+        except MQError as exc:
+            if exc.reason != Reason.MQRCCF_OBJECT_ALREADY_EXISTS:
+                raise
+
+    def delete_queue(self, name: str) -> None:
+        with contextlib.suppress(UnknownObject):
+            self.qm.delete_queue(name, purge=True)
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Wake the connections whose session queue received messages."""
+        seen: dict[str, int] = {}
+        while not self._stopped.is_set():
+            names = list(self._by_queue)
+            if not names:
+                self._stopped.wait(0.05)
+                continue
+            token = self.qm.arrival_token(names)
+            for name in names:
+                now = self.qm.arrival_token([name])
+                if seen.get(name) != now:
+                    seen[name] = now
+                    connection = self._by_queue.get(name)
+                    if connection is not None and self._loop is not None:
+                        self._loop.call_soon_threadsafe(connection.wake)
+            for gone in seen.keys() - set(names):
+                del seen[gone]
+            self.qm.wait_for_arrival(names, token, 1.0)
+
+    # -- counters --------------------------------------------------------------------------
+
+    def count_packet(self, direction: str, packet: Packet) -> None:
+        self.metrics.mqtt.packets.labels(direction, type(packet).__name__.upper()).inc()
+
+    def count_bytes(self, direction: str, size: int) -> None:
+        self.metrics.mqtt.bytes.labels(direction).inc(size)
+
+    def refused(self, what: str) -> None:
+        self.metrics.mqtt.refused.labels(what).inc()

@@ -1,0 +1,323 @@
+"""MQTT sessions in SQL: every statement on the ``psb_mqtt_*`` tables.
+
+A session is what a client id keeps between connections: the queue its broker
+subscriptions deliver to (an ordinary local queue, so the routing loop, the Spark job and
+a neighbour's forwards all deliver to it as to any subscriber), the QoS granted per filter,
+the received QoS 2 ids awaiting PUBREL and the outbound QoS 1/2 messages not yet
+acknowledged. The listener writes them in the same transaction as the routing they belong
+to, in bulk for a whole batch of packets.
+
+Passwords of MQTT principals are kept as salted scrypt hashes (``scrypt$n$r$p$salt$hash``),
+never in clear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from hashlib import blake2b
+
+from sqlalchemy import Connection, Delete, Table, bindparam, delete, func, insert, select, update
+
+from broker.store.schema import (
+    mqtt_inbound,
+    mqtt_outbound,
+    mqtt_principals,
+    mqtt_sessions,
+    mqtt_subscriptions,
+)
+
+QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+
+
+def session_key(client_id: str) -> bytes:
+    return blake2b(client_id.encode("utf-8"), digest_size=16, person=b"mqtt-session").digest()
+
+
+def filter_key(text: str) -> bytes:
+    return blake2b(text.encode("utf-8"), digest_size=16, person=b"mqtt-filter").digest()
+
+
+def queue_for(client_id: str) -> str:
+    """The session queue of ``client_id``: a name of MQ characters whatever the id holds."""
+    digest = blake2b(client_id.encode("utf-8"), digest_size=18, person=b"mqtt-queue").hexdigest()
+    return QUEUE_PREFIX + digest.upper()
+
+
+# -- passwords -----------------------------------------------------------------------------
+
+
+def hash_password(password: bytes, *, salt: bytes | None = None) -> str:
+    salt = os.urandom(16) if salt is None else salt
+    digest = hashlib.scrypt(password, salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32)
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: bytes, stored: str) -> bool:
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        found = hashlib.scrypt(
+            password, salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=len(digest) // 2
+        )
+    except ValueError:
+        return False
+    return hmac.compare_digest(found.hex(), digest)
+
+
+def set_password(conn: Connection, user_id: str, password: bytes, now: int) -> None:
+    hashed = hash_password(password)
+    changed = conn.execute(
+        update(mqtt_principals).where(mqtt_principals.c.user_id == user_id).values(password_hash=hashed)
+    ).rowcount
+    if not changed:
+        conn.execute(insert(mqtt_principals).values(user_id=user_id, password_hash=hashed, created_at=now))
+
+
+def password_hash(conn: Connection, user_id: str) -> str | None:
+    return conn.execute(
+        select(mqtt_principals.c.password_hash).where(mqtt_principals.c.user_id == user_id)
+    ).scalar()
+
+
+def delete_principal(conn: Connection, user_id: str) -> bool:
+    return bool(conn.execute(delete(mqtt_principals).where(mqtt_principals.c.user_id == user_id)).rowcount)
+
+
+def list_principals(conn: Connection) -> list[tuple[str, int]]:
+    rows = conn.execute(
+        select(mqtt_principals.c.user_id, mqtt_principals.c.created_at).order_by(mqtt_principals.c.user_id)
+    )
+    return [(row.user_id, row.created_at) for row in rows]
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    client_id: str
+    queue: str
+    user_id: str
+    clean: bool
+    protocol_level: int
+    address: str
+    created_at: int
+    connected_at: int
+    online: bool = True
+    in_flight: int = 0  # outbound messages sent and not yet acknowledged
+
+    @property
+    def key(self) -> bytes:
+        return session_key(self.client_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundRow:
+    packet_id: int
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    released: bool
+
+
+def find_session(conn: Connection, client_id: str) -> StoredSession | None:
+    row = conn.execute(
+        select(mqtt_sessions).where(mqtt_sessions.c.session_key == session_key(client_id))
+    ).first()
+    return None if row is None else _session(row)
+
+
+def list_sessions(conn: Connection) -> list[StoredSession]:
+    """Every stored session, with its count of unacknowledged outbound messages."""
+    in_flight = (
+        select(func.count())
+        .where(mqtt_outbound.c.session_key == mqtt_sessions.c.session_key)
+        .scalar_subquery()
+        .label("in_flight")
+    )
+    rows = conn.execute(select(mqtt_sessions, in_flight).order_by(mqtt_sessions.c.client_id))
+    return [_session(row) for row in rows]
+
+
+def set_offline(conn: Connection, client_ids: Sequence[str] | None = None) -> None:
+    """The sessions' clients have gone (all sessions: the listener starts, none is connected)."""
+    statement = update(mqtt_sessions).values(online=0)
+    if client_ids is not None:
+        statement = statement.where(mqtt_sessions.c.session_key.in_([session_key(c) for c in client_ids]))
+    conn.execute(statement)
+
+
+def _session(row: object) -> StoredSession:
+    m = row._mapping  # type: ignore[attr-defined]
+    return StoredSession(
+        m["client_id"],
+        m["queue"],
+        m["user_id"],
+        bool(m["clean"]),
+        m["protocol_level"],
+        m["address"],
+        m["created_at"],
+        m["connected_at"],
+        bool(m["online"]),
+        m.get("in_flight", 0),
+    )
+
+
+def save_session(conn: Connection, session: StoredSession) -> None:
+    """Create the session, or record its new connection."""
+    values = {
+        "user_id": session.user_id,
+        "clean": int(session.clean),
+        "protocol_level": session.protocol_level,
+        "address": session.address[:64],
+        "connected_at": session.connected_at,
+        "online": 1,
+    }
+    changed = conn.execute(
+        update(mqtt_sessions).where(mqtt_sessions.c.session_key == session.key).values(**values)
+    ).rowcount
+    if not changed:
+        conn.execute(
+            insert(mqtt_sessions).values(
+                session_key=session.key,
+                client_id=session.client_id,
+                queue=session.queue,
+                created_at=session.created_at,
+                next_seq=1,
+                **values,
+            )
+        )
+
+
+def delete_session(conn: Connection, client_id: str) -> None:
+    key = session_key(client_id)
+    for table in (mqtt_subscriptions, mqtt_inbound, mqtt_outbound, mqtt_sessions):
+        conn.execute(delete(table).where(table.c.session_key == key))
+
+
+# -- subscriptions -------------------------------------------------------------------------
+
+
+def granted(conn: Connection, client_id: str) -> dict[str, int]:
+    """The session's filters and the QoS granted to each."""
+    rows = conn.execute(
+        select(mqtt_subscriptions.c.filter, mqtt_subscriptions.c.qos).where(
+            mqtt_subscriptions.c.session_key == session_key(client_id)
+        )
+    )
+    return {row.filter: row.qos for row in rows}
+
+
+def grant(conn: Connection, client_id: str, filters: Sequence[tuple[str, int]]) -> None:
+    if not filters:
+        return
+    key = session_key(client_id)
+    _delete_pairs(conn, mqtt_subscriptions, "filter_key", [(key, filter_key(f)) for f, _ in filters])
+    conn.execute(
+        insert(mqtt_subscriptions),
+        [{"session_key": key, "filter_key": filter_key(f), "filter": f, "qos": q} for f, q in filters],
+    )
+
+
+def revoke(conn: Connection, client_id: str, filters: Iterable[str]) -> None:
+    key = session_key(client_id)
+    _delete_pairs(conn, mqtt_subscriptions, "filter_key", [(key, filter_key(f)) for f in filters])
+
+
+# -- QoS 2 ids received --------------------------------------------------------------------
+
+
+def awaiting_release(conn: Connection, client_id: str) -> list[int]:
+    rows = conn.execute(
+        select(mqtt_inbound.c.packet_id).where(mqtt_inbound.c.session_key == session_key(client_id))
+    )
+    return [row.packet_id for row in rows]
+
+
+def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
+    if ids:
+        conn.execute(insert(mqtt_inbound), [{"session_key": session_key(c), "packet_id": p} for c, p in ids])
+
+
+def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
+    _delete_pairs(conn, mqtt_inbound, "packet_id", [(session_key(c), p) for c, p in ids])
+
+
+# -- outbound messages ---------------------------------------------------------------------
+
+
+def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
+    """The session's outbound messages in flight, in the order they were first sent."""
+    rows = conn.execute(
+        select(mqtt_outbound)
+        .where(mqtt_outbound.c.session_key == session_key(client_id))
+        .order_by(mqtt_outbound.c.seq)
+    )
+    return [
+        OutboundRow(row.packet_id, row.topic, row.payload, row.qos, bool(row.retain), bool(row.released))
+        for row in rows
+    ]
+
+
+def store_outbound(conn: Connection, client_id: str, rows: Sequence[OutboundRow]) -> None:
+    """Record messages about to be sent, numbered after the session's earlier ones."""
+    if not rows:
+        return
+    key = session_key(client_id)
+    first = conn.execute(
+        update(mqtt_sessions)
+        .where(mqtt_sessions.c.session_key == key)
+        .values(next_seq=mqtt_sessions.c.next_seq + len(rows))
+        .returning(mqtt_sessions.c.next_seq)
+    ).scalar_one() - len(rows)
+    conn.execute(
+        insert(mqtt_outbound),
+        [
+            {
+                "session_key": key,
+                "packet_id": row.packet_id,
+                "seq": first + index,
+                "topic": row.topic,
+                "payload": row.payload,
+                "qos": row.qos,
+                "retain": int(row.retain),
+                "released": 0,
+            }
+            for index, row in enumerate(rows)
+        ],
+    )
+
+
+def release_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
+    """PUBREC came for these QoS 2 messages: after a restart, PUBREL is what is sent again."""
+    if ids:
+        conn.execute(
+            update(mqtt_outbound)
+            .where(mqtt_outbound.c.session_key == bindparam("k"), mqtt_outbound.c.packet_id == bindparam("v"))
+            .values(released=1),
+            [{"k": session_key(c), "v": p} for c, p in ids],
+        )
+
+
+def forget_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
+    _delete_pairs(conn, mqtt_outbound, "packet_id", [(session_key(c), p) for c, p in ids])
+
+
+def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
+    """Delete rows by (session_key, ``column``) pairs: one statement, compiled once and
+    executed for the whole batch's pairs."""
+    if pairs:
+        conn.execute(_deletion(table, column), [{"k": key, "v": value} for key, value in pairs])
+
+
+@cache
+def _deletion(table: Table, column: str) -> Delete:
+    return delete(table).where(table.c.session_key == bindparam("k"), table.c[column] == bindparam("v"))

@@ -1,0 +1,265 @@
+"""The MQTT session rules, without sockets: packets and time in, actions out."""
+
+from __future__ import annotations
+
+from broker.protocol.mqtt.packets import (
+    CONNACK_ACCEPTED,
+    CONNACK_BAD_CREDENTIALS,
+    CONNACK_IDENTIFIER_REJECTED,
+    MQTT_31,
+    MQTT_311,
+    ConnAck,
+    Connect,
+    Disconnect,
+    PingReq,
+    PingResp,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+    UnsubAck,
+    Unsubscribe,
+    Will,
+)
+from broker.protocol.mqtt.session import (
+    Close,
+    Delivered,
+    Deregister,
+    Open,
+    Outbound,
+    Phase,
+    Received,
+    Register,
+    Release,
+    Route,
+    Send,
+    Session,
+)
+
+WILL = Will("clients/c1/status", b"gone", 1, True)
+
+
+def connect(
+    client_id: str = "c1",
+    *,
+    level: int = MQTT_311,
+    clean: bool = True,
+    keepalive: int = 0,
+    will: Will | None = WILL,
+) -> Connect:
+    return Connect("MQTT" if level == MQTT_311 else "MQIsdp", level, client_id, clean, keepalive, will)
+
+
+def opened(session: Session | None = None, **kwargs: object) -> Session:
+    session = session or Session(0.0, new_client_id=lambda: "generated-1")
+    actions = session.receive(connect(**kwargs), 0.0)  # type: ignore[arg-type]
+    assert isinstance(actions[0], Open)
+    assert session.opened(False, [], []) == [Send(ConnAck(False, CONNACK_ACCEPTED))]
+    return session
+
+
+def sent(actions: list[object]) -> list[object]:
+    return [a.packet for a in actions if isinstance(a, Send)]
+
+
+def test_a_packet_before_connect_closes_without_will() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    actions = session.receive(PingReq(), 1.0)
+    assert actions == [Close("PingReq before CONNECT", None)]
+    assert session.phase is Phase.CLOSED
+    assert session.receive(connect(), 2.0) == []
+
+
+def test_a_second_connect_closes_and_publishes_the_will() -> None:
+    session = opened()
+    assert session.receive(connect(), 1.0) == [Close("a second CONNECT", WILL)]
+
+
+def test_disconnect_closes_without_the_will() -> None:
+    session = opened()
+    assert session.receive(Disconnect(), 1.0) == [Close("DISCONNECT", None)]
+    assert session.connection_lost("socket error") == []
+
+
+def test_connection_lost_publishes_the_will() -> None:
+    session = opened()
+    assert session.connection_lost("socket error") == [Close("socket error", WILL)]
+
+
+def test_empty_client_id_311_clean_gets_a_generated_id() -> None:
+    session = Session(0.0, new_client_id=lambda: "generated-1")
+    actions = session.receive(connect(""), 0.0)
+    assert actions == [Open(connect(""), "generated-1")]
+    assert session.client_id == "generated-1"
+
+
+def test_empty_client_id_refused_without_clean_session_or_in_31() -> None:
+    for kwargs in ({"clean": False}, {"level": MQTT_31}):
+        session = Session(0.0, new_client_id=lambda: "generated-1")
+        actions = session.receive(connect("", **kwargs), 0.0)  # type: ignore[arg-type]
+        assert sent(actions) == [ConnAck(False, CONNACK_IDENTIFIER_REJECTED)]
+        assert isinstance(actions[-1], Close) and actions[-1].will is None
+
+
+def test_31_client_ids_over_23_characters_are_refused() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    assert sent(session.receive(connect("c" * 24, level=MQTT_31), 0.0)) == [
+        ConnAck(False, CONNACK_IDENTIFIER_REJECTED)
+    ]
+    session = Session(0.0, new_client_id=lambda: "x")
+    assert isinstance(session.receive(connect("c" * 23, level=MQTT_31), 0.0)[0], Open)
+    session = Session(0.0, new_client_id=lambda: "x")
+    assert isinstance(session.receive(connect("c" * 200), 0.0)[0], Open)
+
+
+def test_refused_credentials_answer_connack_then_close() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(), 0.0)
+    actions = session.refused(CONNACK_BAD_CREDENTIALS)
+    assert actions == [Send(ConnAck(False, CONNACK_BAD_CREDENTIALS)), Close(actions[1].reason, None)]  # type: ignore[union-attr]
+
+
+def test_packets_behind_connect_wait_for_the_session() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(), 0.0)
+    assert session.receive(PingReq(), 0.1) == []
+    actions = session.opened(True, [], [])
+    assert sent(actions) == [ConnAck(True, CONNACK_ACCEPTED), PingResp()]
+
+
+def test_keepalive_closes_after_one_and_a_half_times_silence() -> None:
+    session = opened(keepalive=10)
+    assert session.deadline() == 15.0
+    assert session.tick(14.9) == []
+    session.receive(PingReq(), 10.0)
+    assert session.tick(24.9) == []
+    assert session.tick(25.0) == [Close("keepalive expired", WILL)]
+
+
+def test_keepalive_zero_never_expires_and_connect_must_come_in_time() -> None:
+    assert opened(keepalive=0).deadline() is None
+    waiting = Session(0.0, new_client_id=lambda: "x", connect_timeout=5.0)
+    assert waiting.tick(4.0) == []
+    assert waiting.tick(5.0) == [Close("no CONNECT in time", None)]
+
+
+def test_qos0_is_routed_and_never_acknowledged() -> None:
+    session = opened()
+    publish = Publish("a/b", b"x")
+    assert session.receive(publish, 1.0) == [Route(publish)]
+    assert session.routed(publish) == []
+
+
+def test_qos1_puback_only_once_routed() -> None:
+    session = opened()
+    publish = Publish("a/b", b"x", qos=1, packet_id=7)
+    assert session.receive(publish, 1.0) == [Route(publish)]
+    assert session.receive(Publish("a/b", b"x", qos=1, dup=True, packet_id=7), 1.1) == []
+    assert session.routed(publish) == [Send(PubAck(7))]
+
+
+def test_qos2_exactly_once() -> None:
+    session = opened()
+    publish = Publish("a/b", b"x", qos=2, packet_id=9)
+    assert session.receive(publish, 1.0) == [Route(publish)]
+    assert session.routed(publish) == [Send(PubRec(9))]
+    again = Publish("a/b", b"x", qos=2, dup=True, packet_id=9)
+    assert session.receive(again, 2.0) == [Send(PubRec(9))]  # acknowledged again, not routed
+    assert session.receive(PubRel(9), 3.0) == [Release(9)]
+    assert session.released(9) == [Send(PubComp(9))]
+    assert session.receive(Publish("a/b", b"y", qos=2, packet_id=9), 4.0) == [
+        Route(Publish("a/b", b"y", qos=2, packet_id=9))
+    ]
+
+
+def test_qos2_ids_awaiting_release_survive_in_a_resumed_session() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(clean=False), 0.0)
+    session.opened(True, [9], [])
+    assert session.receive(Publish("a", b"x", qos=2, dup=True, packet_id=9), 1.0) == [Send(PubRec(9))]
+    assert session.receive(PubRel(4), 1.0) == [Send(PubComp(4))]  # unknown id: PUBCOMP all the same
+
+
+def test_outbound_qos1_and_qos2_flows() -> None:
+    session = opened()
+    ids = session.free_ids(2)
+    assert ids == [1, 2]
+    one = Publish("t", b"1", qos=1, packet_id=1)
+    two = Publish("t", b"2", qos=2, packet_id=2)
+    zero = Publish("t", b"0")
+    assert sent(session.deliver([one, zero, two])) == [one, zero, two]
+    assert session.inflight == 2
+    assert session.receive(PubAck(1), 1.0) == [Delivered(1)]
+    assert session.receive(PubAck(1), 1.0) == []
+    assert session.receive(PubRec(2), 1.0) == [Received(2)]
+    assert session.recorded(2) == [Send(PubRel(2))]
+    assert session.receive(PubRec(2), 1.0) == [Send(PubRel(2))]
+    assert session.receive(PubComp(2), 1.0) == [Delivered(2)]
+    assert session.inflight == 0
+
+
+def test_the_window_limits_messages_in_flight_and_ids_skip_those_in_use() -> None:
+    session = Session(0.0, new_client_id=lambda: "x", max_inflight=2)
+    opened(session)
+    session.deliver([Publish("t", b"", qos=1, packet_id=i) for i in session.free_ids(session.room)])
+    assert session.room == 0
+    session.receive(PubAck(1), 1.0)
+    assert session.room == 1
+    assert session.free_ids(1) == [3]
+
+
+def test_packet_ids_wrap_after_65535() -> None:
+    session = opened()
+    session.deliver([Publish("t", b"", qos=1, packet_id=65535)])
+    assert session.free_ids(2) == [1, 2]
+
+
+def test_a_resumed_session_resends_in_order_with_dup_and_pubrel() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(clean=False), 0.0)
+    first = Publish("t", b"1", qos=1, packet_id=5)
+    second = Publish("t", b"2", qos=2, packet_id=6)
+    third = Publish("t", b"3", qos=2, packet_id=3)
+    actions = session.opened(True, [], [Outbound(first), Outbound(second, released=True), Outbound(third)])
+    assert sent(actions) == [
+        ConnAck(True, CONNACK_ACCEPTED),
+        Publish("t", b"1", qos=1, dup=True, packet_id=5),
+        PubRel(6),
+        Publish("t", b"3", qos=2, dup=True, packet_id=3),
+    ]
+    assert session.receive(PubComp(6), 1.0) == [Delivered(6)]
+    assert 3 not in session.free_ids(3) and 5 not in session.free_ids(3)
+
+
+def test_subscribe_and_unsubscribe_answer_after_the_work() -> None:
+    session = opened()
+    subscribe = Subscribe(3, (("a/#", 1), ("secret/#", 2)))
+    assert session.receive(subscribe, 1.0) == [Register(subscribe)]
+    assert session.subscribed(3, [1, 0x80]) == [Send(SubAck(3, (1, 0x80)))]
+    unsubscribe = Unsubscribe(4, ("a/#",))
+    assert session.receive(unsubscribe, 1.0) == [Deregister(unsubscribe)]
+    assert session.unsubscribed(4) == [Send(UnsubAck(4))]
+
+
+def test_packets_a_server_never_receives_close_the_connection() -> None:
+    session = opened()
+    actions = session.receive(ConnAck(False, 0), 1.0)
+    assert actions == [Close("ConnAck is not sent to a server", WILL)]
+
+
+def test_answers_after_close_are_dropped() -> None:
+    session = opened()
+    publish = Publish("a", b"x", qos=1, packet_id=1)
+    session.receive(publish, 1.0)
+    session.connection_lost("gone")
+    assert session.routed(publish) == []
+    assert session.room == 0
+
+
+def test_a_31_connack_never_says_session_present() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    session.receive(connect(level=MQTT_31, clean=False), 0.0)
+    assert sent(session.opened(True, [], [])) == [ConnAck(False, CONNACK_ACCEPTED)]

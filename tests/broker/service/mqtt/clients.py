@@ -1,0 +1,265 @@
+"""MQTT clients for the listener's tests: paho-mqtt (a real client library), the Mosquitto
+command-line clients, and a raw socket speaking through the codec (for what no library sends)."""
+
+from __future__ import annotations
+
+import queue
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import paho.mqtt.client as paho
+
+from broker.protocol.mqtt import MQTT_311, Connect, Decoder, MqttProtocolError, Packet, Will, encode
+from queues import QueueManager
+from tests.e2e.processes import Brokers, ServeProcess, free_port
+
+TIMEOUT = 10.0
+PASSWORD = "s3cret"
+
+
+@dataclass
+class Received:
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+
+
+class Paho:
+    """A paho-mqtt client that records what it receives."""
+
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        *,
+        protocol: int = paho.MQTTv311,
+        clean: bool = True,
+        user: str | None = "alice",
+        password: str = PASSWORD,
+        will: tuple[str, bytes, int, bool] | None = None,
+        keepalive: int = 60,
+    ) -> None:
+        self.client = paho.Client(
+            paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, clean_session=clean
+        )
+        if user is not None:
+            self.client.username_pw_set(user, password)
+        if will is not None:
+            self.client.will_set(*will)
+        self.messages: queue.Queue[Received] = queue.Queue()
+        self.connacks: queue.Queue[tuple[int, bool]] = queue.Queue()
+        self.subacks: queue.Queue[list[int]] = queue.Queue()
+        self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
+        self.client.on_subscribe = self._on_subscribe
+        self.port = port
+        self.keepalive = keepalive
+
+    def _on_message(self, _c: Any, _u: Any, msg: Any) -> None:
+        self.messages.put(Received(msg.topic, msg.payload, msg.qos, bool(msg.retain)))
+
+    def _on_connect(self, _c: Any, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
+        self.connacks.put((reason.value, bool(flags.session_present)))
+
+    def _on_subscribe(self, _c: Any, _u: Any, _mid: int, codes: Any, _p: Any) -> None:
+        self.subacks.put([c.value for c in codes])
+
+    def connect(self) -> tuple[int, bool]:
+        """(CONNACK return code, session present)."""
+        self.client.connect("127.0.0.1", self.port, keepalive=self.keepalive)
+        self.client.loop_start()
+        return self.connacks.get(timeout=TIMEOUT)
+
+    def subscribe(self, *filters: tuple[str, int]) -> list[int]:
+        self.client.subscribe(list(filters))
+        return self.subacks.get(timeout=TIMEOUT)
+
+    def publish(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False) -> None:
+        info = self.client.publish(topic, payload, qos, retain)
+        info.wait_for_publish(TIMEOUT)
+
+    def receive(self, count: int, timeout: float = TIMEOUT) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        return [self.messages.get(timeout=max(0.01, deadline - time.monotonic())) for _ in range(count)]
+
+    def nothing_more(self, wait: float = 0.7) -> bool:
+        time.sleep(wait)
+        return self.messages.empty()
+
+    def close(self) -> None:
+        """DISCONNECT, and wait until it is sent (else the broker sees a lost connection)."""
+        gone = threading.Event()
+        self.client.on_disconnect = lambda *_: gone.set()
+        self.client.disconnect()
+        gone.wait(TIMEOUT)
+        self.client.loop_stop()
+
+
+class Raw:
+    """A client that sends exactly the bytes or packets a test wants."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.decoder = Decoder()
+        self.pending: list[Packet] = []
+
+    def send(self, *packets: Packet) -> None:
+        self.sock.sendall(b"".join(encode(p) for p in packets))
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def connect(
+        self,
+        client_id: str,
+        *,
+        clean: bool = True,
+        user: str | None = "alice",
+        password: bytes = PASSWORD.encode(),
+        keepalive: int = 60,
+        will: Will | None = None,
+    ) -> Packet:
+        self.send(
+            Connect(
+                "MQTT",
+                MQTT_311,
+                client_id,
+                clean,
+                keepalive,
+                will,
+                username=user,
+                password=None if user is None else password,
+            )
+        )
+        return self.next()
+
+    def next(self, timeout: float = TIMEOUT) -> Packet:
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by the broker")
+            self.pending.extend(self.decoder.feed(data))
+        return self.pending.pop(0)
+
+    def closed_by_broker(self, timeout: float = TIMEOUT) -> bool:
+        """Whether the broker closes the connection (reading whatever it sends first)."""
+        self.sock.settimeout(timeout)
+        try:
+            while self.sock.recv(65536):
+                pass
+        except (ConnectionResetError, TimeoutError):
+            return False
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def mosquitto_pub(port: int, version: str, topic: str, message: str, qos: int, *extra: str) -> None:
+    subprocess.run(
+        [
+            "mosquitto_pub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-V",
+            version,
+            "-u",
+            "alice",
+            "-P",
+            PASSWORD,
+            "-t",
+            topic,
+            "-m",
+            message,
+            "-q",
+            str(qos),
+            *extra,
+        ],
+        check=True,
+        timeout=TIMEOUT,
+    )
+
+
+def mosquitto_sub(port: int, version: str, topic: str, count: int, *extra: str) -> subprocess.Popen[str]:
+    """A mosquitto_sub that exits after ``count`` messages, printing ``retain topic payload``."""
+    return subprocess.Popen(
+        [
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-V",
+            version,
+            "-u",
+            "alice",
+            "-P",
+            PASSWORD,
+            "-t",
+            topic,
+            "-C",
+            str(count),
+            "-F",
+            "%r %t %p",
+            "-W",
+            str(int(TIMEOUT)),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+class MqttBroker:
+    """A ``broker serve --mqtt`` process on a free port, with principals alice and bob."""
+
+    def __init__(self, brokers: Brokers, **environment: str) -> None:
+        self.port = free_port()
+        self.brokers = brokers
+        self.process: ServeProcess = brokers.start(mqtt_port=self.port, environment=environment)
+        from broker.store import mqtt
+        from queues.ids import now_ms
+
+        with self.qm.unit_of_work() as uow:
+            for user in ("alice", "bob"):
+                mqtt.set_password(uow.connection, user, PASSWORD.encode(), now_ms())
+
+    @property
+    def qm(self) -> QueueManager:
+        return self.brokers.qm
+
+    def restart(self, *, kill: bool = True) -> None:
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        self.process.start()
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    """Whether ``check`` holds within ``timeout`` (for what the broker does after a close)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def protocol_error(raw: Raw) -> bool:
+    """Whether the connection ends without the broker sending anything more."""
+    try:
+        raw.next(timeout=TIMEOUT)
+    except (ConnectionError, MqttProtocolError):
+        return True
+    return False
