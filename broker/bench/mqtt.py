@@ -65,6 +65,7 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 SUBSCRIBERS = 10
 QOS_LEVELS = (0, 1, 2)
 READY_SECONDS = 60.0
+SUBSCRIBED_SECONDS = 300.0  # a server still busy with the previous run's backlog answers late
 RUN_SECONDS = 900.0
 UNLIMITED = 2**62  # publications per publisher when a run is timed
 IDLE_KEEPALIVE = 60
@@ -292,10 +293,12 @@ def _run(
             worker.start()
         for _ in range(SUBSCRIBERS):
             try:
-                if ready.get(timeout=READY_SECONDS) != "ready":
+                if ready.get(timeout=SUBSCRIBED_SECONDS) != "ready":
                     break  # a subscriber process failed: its result says why
             except queue.Empty:
-                raise RuntimeError(f"{server.name}: subscribers not ready in {READY_SECONDS:.0f} s") from None
+                raise RuntimeError(
+                    f"{server.name}: subscribers not ready in {SUBSCRIBED_SECONDS:.0f} s"
+                ) from None
         start_at = time.time() + 0.5
         for spec in publishers:
             spec = PublisherSpec(**{**asdict(spec), "start_at": start_at})

@@ -46,6 +46,7 @@ from broker.protocol.mqtt import (
 FILTER = "bench/#"
 STAMP = struct.Struct("!QII")  # wall clock ns, publisher number, sequence number
 CONNECT_SECONDS = 120.0  # a server still draining the previous run may answer late
+NO_KEEPALIVE = 0  # a subscriber that only receives sends nothing for the whole of a long run
 DRAIN_EVERY = 64  # QoS 0: let the socket push back every this many PUBLISHes
 
 
@@ -196,7 +197,8 @@ class _Window:
 
 
 async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
-    connection = await Connection.open(spec.host, spec.port, f"bench-pub-{number}-{spec.start_at:.6f}")
+    client_id = f"bench-pub-{number}-{spec.start_at:.6f}"
+    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
     window = _Window(connection, spec.window)
     name = topic(number)
     padding = bytes(spec.payload_size - STAMP.size)
@@ -317,7 +319,7 @@ async def _subscribe(
     spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event, published: Synchronized[int]
 ) -> SubscriberResult:
     client_id = f"bench-sub-{number}-{spec.run}"
-    connection = await Connection.open(spec.host, spec.port, client_id)
+    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
     connection.send(Subscribe(1, ((FILTER, spec.qos),)))
     answer = await connection.next_packet(f"{client_id}: SUBACK")
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):
