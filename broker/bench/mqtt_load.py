@@ -45,7 +45,8 @@ from broker.protocol.mqtt import (
 
 FILTER = "bench/#"
 STAMP = struct.Struct("!QII")  # wall clock ns, publisher number, sequence number
-CONNECT_SECONDS = 30.0
+CONNECT_SECONDS = 120.0  # a server still draining the previous run may answer late
+NO_KEEPALIVE = 0  # a subscriber that only receives sends nothing for the whole of a long run
 DRAIN_EVERY = 64  # QoS 0: let the socket push back every this many PUBLISHes
 
 
@@ -73,7 +74,7 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         _, connection = await asyncio.wait_for(loop.create_connection(cls, host, port), CONNECT_SECONDS)
         connection.send(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, True, keepalive))
-        answer = await connection.next_packet()
+        answer = await connection.next_packet(f"{client_id}: CONNACK")
         if not isinstance(answer, ConnAck) or answer.return_code:
             raise RuntimeError(f"{client_id}: CONNECT answered {answer}")
         return connection
@@ -109,9 +110,12 @@ class Connection(asyncio.Protocol):
     def send(self, packet: Packet) -> None:
         self.write(encode(packet))
 
-    async def next_packet(self) -> Packet:
+    async def next_packet(self, what: str) -> Packet:
         """One packet, for the handshakes before the traffic (nothing else is in flight then)."""
-        return await asyncio.wait_for(self.inbox.get(), CONNECT_SECONDS)
+        try:
+            return await asyncio.wait_for(self.inbox.get(), CONNECT_SECONDS)
+        except TimeoutError:
+            raise RuntimeError(f"no {what} in {CONNECT_SECONDS:.0f} s") from None
 
     async def close(self) -> None:
         if not self.lost:
@@ -193,7 +197,8 @@ class _Window:
 
 
 async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
-    connection = await Connection.open(spec.host, spec.port, f"bench-pub-{number}")
+    client_id = f"bench-pub-{number}-{spec.start_at:.6f}"
+    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
     window = _Window(connection, spec.window)
     name = topic(number)
     padding = bytes(spec.payload_size - STAMP.size)
@@ -247,6 +252,7 @@ class SubscriberSpec:
     port: int
     qos: int
     subscribers: tuple[int, ...]
+    run: str  # in the client identifiers: a run's clients never take over an earlier run's sessions
     idle_seconds: float = 3.0  # after the publishers are done, give up after this long without any
     latency: bool = False
 
@@ -312,9 +318,10 @@ class _Subscriber:
 async def _subscribe(
     spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event, published: Synchronized[int]
 ) -> SubscriberResult:
-    connection = await Connection.open(spec.host, spec.port, f"bench-sub-{number}")
+    client_id = f"bench-sub-{number}-{spec.run}"
+    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
     connection.send(Subscribe(1, ((FILTER, spec.qos),)))
-    answer = await connection.next_packet()
+    answer = await connection.next_packet(f"{client_id}: SUBACK")
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):
         raise RuntimeError(f"SUBSCRIBE {FILTER} at QoS {spec.qos} answered {answer}")
     subscriber = _Subscriber(connection, spec)
