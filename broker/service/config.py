@@ -65,6 +65,9 @@ class Settings:
     mqtt_session_expiry: int = 0
     mqtt_max_queued: int = 0
     mqtt_sys_interval: int = 0
+    # A file of bridges to other MQTT brokers, in Mosquitto's bridge syntax
+    # (broker.service.mqtt.bridging); "" = none.
+    mqtt_bridges: str = ""
     # Where the settings came from, for `broker config show`.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 

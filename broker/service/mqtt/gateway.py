@@ -269,12 +269,12 @@ class Gateway:
             while batch.uow.get_batch(queue_name, FETCH_LIMIT):
                 pass
 
-    def publish(self, client_id: str, publish: Publish, user_id: str) -> Job:
+    def publish(self, client_id: str, publish: Publish, user_id: str, *, origin: str = "") -> Job:
         """Route one PUBLISH; a QoS 2 id is recorded in the same commit. Returns whether it
         was routed (False: the principal may not publish there)."""
 
         def job(batch: Batch) -> bool:
-            outcome = batch.route(bridge.publication(publish, user_id), self.stream)
+            outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream)
             if publish.retain and not publish.payload:
                 batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
             if publish.qos == 2 and publish.packet_id is not None:
@@ -322,10 +322,13 @@ class Gateway:
             return lambda batch: sessions.release_outbound(batch.uow.connection, pairs)
         return lambda batch: batch.acknowledged.extend(pairs)
 
-    def fetch(self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int]) -> Job:
+    def fetch(
+        self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int], *, origin: str = ""
+    ) -> Job:
         """Take up to ``len(ids)`` publications from the session queue for sending: each at
         the lower of its QoS and the highest granted by a matching filter, QoS 1/2 ones
-        numbered with ``ids`` and stored until acknowledged, in the same commit."""
+        numbered with ``ids`` and stored until acknowledged, in the same commit. Those that
+        came over the bridge ``origin`` are taken and not sent: never back where they came from."""
 
         def job(batch: Batch) -> list[Publish]:
             taken = batch.uow.get_batch(queue_name, len(ids))
@@ -339,6 +342,8 @@ class Gateway:
                     log.warning(
                         "not a publication; dropped", extra={"queue": queue_name, "error": exc.detail}
                     )
+                    continue
+                if origin and bridge.origin(message) == origin:
                     continue
                 qos = min(publish.qos, _granted_qos(granted, publish.topic))
                 packet_id = next(free) if qos else None
