@@ -18,10 +18,7 @@ def test_a_session_offline_longer_than_the_expiry_goes_with_its_subscriptions_an
     brokers: Brokers,
 ) -> None:
     broker = MqttBroker(brokers, BROKER_MQTT_SESSION_EXPIRY="2")
-    gone = Paho(broker.port, "gone", clean=False)
-    gone.connect()
-    gone.subscribe(("fleet/#", 1))
-    gone.close()
+    left(broker, "gone", "fleet/#")
     stays = Paho(broker.port, "stays", clean=False)
     stays.connect()
     stays.subscribe(("fleet/#", 1))
@@ -38,21 +35,18 @@ def test_a_session_offline_longer_than_the_expiry_goes_with_its_subscriptions_an
     expired = broker.process.lines("mqtt session expired")
     assert [line["client_id"] for line in expired] == ["gone"]
 
-    pub.publish("fleet/2", b"after the expiry", 1)  # its broker subscription went too
-    assert [m.payload for m in stays.receive(1)] == [b"after the expiry"]
     again = Paho(broker.port, "gone", clean=False)
     assert again.connect() == (0, False)
-    assert again.nothing_more()
+    pub.publish("fleet/2", b"after the expiry", 1)
+    assert [m.payload for m in stays.receive(1)] == [b"after the expiry"]
+    assert again.nothing_more()  # its broker subscription went with it
 
 
 def test_an_offline_session_keeps_its_newest_messages_and_counts_the_dropped(
     brokers: Brokers, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broker = MqttBroker(brokers, BROKER_MQTT_MAX_QUEUED="3")
-    device = Paho(broker.port, "device", clean=False)
-    device.connect()
-    device.subscribe(("meter/#", 1))
-    device.close()
+    left(broker, "device", "meter/#")
     pub = Paho(broker.port, "pub")
     pub.connect()
     for number in range(1, 6):
@@ -78,6 +72,14 @@ def test_the_pass_runs_four_times_per_expiry_at_most_once_a_minute() -> None:
     assert period(86_400, 0) == 60
     assert period(0, 1000) == 5
     assert period(2, 1000) == 0.5
+
+
+def left(broker: MqttBroker, client_id: str, topic: str) -> None:
+    """A persistent session subscribed to ``topic`` whose client has gone."""
+    client = Paho(broker.port, client_id, clean=False)
+    client.connect()
+    client.subscribe((topic, 1))
+    client.close()
 
 
 def _stored(broker: MqttBroker, client_id: str) -> sessions.StoredSession | None:
