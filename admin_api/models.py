@@ -503,7 +503,9 @@ class Registered(BaseModel):
 
 
 class MqttSession(BaseModel):
-    """An MQTT client's stored session (``since``: when it last connected, epoch ms)."""
+    """An MQTT client's stored session (``since``: when it last connected, epoch ms;
+    ``offline_since``: when its client went, 0 while connected; ``dropped``: messages
+    dropped from its queue over the ``mqtt_max_queued`` limit)."""
 
     client_id: str
     user: str
@@ -515,6 +517,8 @@ class MqttSession(BaseModel):
     in_flight: int
     queued: int
     queue: str
+    offline_since: int
+    dropped: int
 
 
 class RetainedSummary(BaseModel):

@@ -34,6 +34,8 @@ def list_sessions(_: ViewerToken, svc: Svc) -> list[MqttSession]:
             in_flight=s.in_flight,
             queued=(d.depth if (d := depths.get(s.queue)) is not None else 0),
             queue=s.queue,
+            offline_since=s.offline_since,
+            dropped=s.dropped,
         )
         for s in found
     ]

@@ -88,12 +88,12 @@ def list_sessions(ctx: Context) -> None:
         found = mqtt.list_sessions(conn)
     lines = [
         f"{'CLIENT ID':<24}  {'USER':<12}  {'ONLINE':<6}  {'CLEAN':<5}  {'VERSION':<7}  {'IN FLIGHT':>9}  "
-        f"{'ADDRESS':<21}  SINCE"
+        f"{'DROPPED':>7}  {'ADDRESS':<21}  SINCE"
     ]
     lines += [
         f"{s.client_id:<24}  {s.user_id:<12}  {_yes(s.online):<6}  {_yes(s.clean):<5}  "
-        f"{'3.1.1' if s.protocol_level == 4 else '3.1':<7}  {s.in_flight:>9}  {s.address:<21}  "
-        f"{local_time(s.connected_at)}"
+        f"{'3.1.1' if s.protocol_level == 4 else '3.1':<7}  {s.in_flight:>9}  {s.dropped:>7}  "
+        f"{s.address:<21}  {local_time(s.connected_at)}"
         for s in found
     ]
     ctx.emit(
@@ -103,6 +103,8 @@ def list_sessions(ctx: Context) -> None:
                 "user": s.user_id,
                 "online": s.online,
                 "in_flight": s.in_flight,
+                "dropped": s.dropped,
+                "offline_since": s.offline_since,
                 "clean": s.clean,
                 "protocol_level": s.protocol_level,
                 "address": s.address,

@@ -57,6 +57,17 @@ class Settings:
     mqtt_anonymous: str = ""
     mqtt_max_inflight: int = 100
     mqtt_max_packet_size: int = 4 * 1024 * 1024
+    # Housekeeping of the sessions no client is connected to (broker.service.mqtt.housekeeping):
+    # one offline longer than mqtt_session_expiry seconds is removed with its subscriptions and
+    # messages (0 = never); one holding more than mqtt_max_queued messages loses its oldest
+    # (0 = no limit). Every mqtt_sys_interval seconds the listener publishes its status on
+    # $SYS/broker/... topics (0 = never).
+    mqtt_session_expiry: int = 0
+    mqtt_max_queued: int = 0
+    mqtt_sys_interval: int = 0
+    # A file of bridges to other MQTT brokers, in Mosquitto's bridge syntax
+    # (broker.service.mqtt.bridging); "" = none.
+    mqtt_bridges: str = ""
     # Where the settings came from, for `broker config show`.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 

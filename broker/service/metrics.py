@@ -149,3 +149,11 @@ class MqttMetrics:
             registry=r,
         )
         self.wills = Counter("broker_mqtt_wills", "MQTT wills published", registry=r)
+        self.expired = Counter(
+            "broker_mqtt_sessions_expired", "MQTT sessions removed after mqtt_session_expiry", registry=r
+        )
+        self.dropped = Counter(
+            "broker_mqtt_dropped",
+            "Messages dropped from offline MQTT sessions over mqtt_max_queued",
+            registry=r,
+        )

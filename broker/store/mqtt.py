@@ -112,6 +112,8 @@ class StoredSession:
     connected_at: int
     online: bool = True
     in_flight: int = 0  # outbound messages sent and not yet acknowledged
+    offline_since: int = 0  # epoch ms its client went (0 while online)
+    dropped: int = 0  # messages dropped over the queued-message limit, since it was created
 
     @property
     def key(self) -> bytes:
@@ -147,9 +149,10 @@ def list_sessions(conn: Connection) -> list[StoredSession]:
     return [_session(row) for row in rows]
 
 
-def set_offline(conn: Connection, client_ids: Sequence[str] | None = None) -> None:
-    """The sessions' clients have gone (all sessions: the listener starts, none is connected)."""
-    statement = update(mqtt_sessions).values(online=0)
+def set_offline(conn: Connection, now: int, client_ids: Sequence[str] | None = None) -> None:
+    """The sessions' clients have gone (all sessions: the listener starts, none is connected).
+    Only sessions still online are touched: a restart does not reset an expiry clock."""
+    statement = update(mqtt_sessions).where(mqtt_sessions.c.online == 1).values(online=0, offline_since=now)
     if client_ids is not None:
         statement = statement.where(mqtt_sessions.c.session_key.in_([session_key(c) for c in client_ids]))
     conn.execute(statement)
@@ -168,6 +171,8 @@ def _session(row: object) -> StoredSession:
         m["connected_at"],
         bool(m["online"]),
         m.get("in_flight", 0),
+        m["offline_since"],
+        m["dropped"],
     )
 
 
@@ -180,6 +185,7 @@ def save_session(conn: Connection, session: StoredSession) -> None:
         "address": session.address[:64],
         "connected_at": session.connected_at,
         "online": 1,
+        "offline_since": 0,
     }
     changed = conn.execute(
         update(mqtt_sessions).where(mqtt_sessions.c.session_key == session.key).values(**values)
@@ -195,6 +201,22 @@ def save_session(conn: Connection, session: StoredSession) -> None:
                 **values,
             )
         )
+
+
+def offline_sessions(conn: Connection, *, before: int | None = None) -> list[StoredSession]:
+    """The sessions no client is connected to (gone before the epoch ms ``before``, if given)."""
+    statement = select(mqtt_sessions).where(mqtt_sessions.c.online == 0)
+    if before is not None:
+        statement = statement.where(mqtt_sessions.c.offline_since < before)
+    return [_session(row) for row in conn.execute(statement.order_by(mqtt_sessions.c.client_id))]
+
+
+def count_dropped(conn: Connection, client_id: str, count: int) -> None:
+    conn.execute(
+        update(mqtt_sessions)
+        .where(mqtt_sessions.c.session_key == session_key(client_id))
+        .values(dropped=mqtt_sessions.c.dropped + count)
+    )
 
 
 def delete_session(conn: Connection, client_id: str) -> None:

@@ -182,6 +182,9 @@ mqtt_sessions = Table(
     Column("connected_at", BigInteger, nullable=False),
     Column("next_seq", BigInteger, nullable=False),  # the order of its outbound messages
     Column("online", SmallInteger, nullable=False),  # a client is connected to it
+    # epoch ms its client went (0 while online): session expiry counts from it
+    Column("offline_since", BigInteger, nullable=False, server_default="0"),
+    Column("dropped", BigInteger, nullable=False, server_default="0"),  # over the queued-message limit
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).

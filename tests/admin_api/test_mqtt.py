@@ -5,6 +5,7 @@ from __future__ import annotations
 from broker.client import command_message
 from broker.protocol import psc
 from broker.store import mqtt
+from queues.ids import now_ms
 from tests.admin_api.conftest import Api
 
 SESSIONS = "/api/v1/mqtt/sessions"
@@ -23,8 +24,10 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             )
         mqtt.store_outbound(uow.connection, "phone", [mqtt.OutboundRow(5, "t", b"x", 1, False, False)])
         uow.put(queue, command_message(psc.parse("<psc><Command>Publish</Command><Topic>t</Topic></psc>")))
-        mqtt.set_offline(uow.connection, ["phone"])
+        mqtt.set_offline(uow.connection, now_ms(), ["phone"])
+        mqtt.count_dropped(uow.connection, "phone", 2)
     found = api.get(SESSIONS, "viewer").json()
+    assert found[0].pop("offline_since") >= now_ms() - 60_000  # when set_offline ran
     assert found == [
         {
             "client_id": "phone",
@@ -37,6 +40,7 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "in_flight": 1,
             "queued": 1,
             "queue": queue,
+            "dropped": 2,
         },
         {
             "client_id": "sensor",
@@ -49,5 +53,7 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "in_flight": 0,
             "queued": 0,
             "queue": mqtt.queue_for("sensor"),
+            "offline_since": 0,
+            "dropped": 0,
         },
     ]

@@ -31,6 +31,7 @@ from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, d
 QOS_FOLDER = "mqtt"
 CACHED_BODY = 64 * 1024
 _QOS = re.compile(r"<qos>([0-2])</qos>")
+_ORIGIN = re.compile(rb"<mqtt><qos>[0-2]</qos><origin>([A-Za-z0-9._-]+)</origin></mqtt>")
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
 # A session's subscriptions go when it does, whoever registered them: the broker's own act.
 DISCARD_OPTIONS = RegOpt.DeregAll | RegOpt.VariableUserId
@@ -42,9 +43,12 @@ def _stamped(message: Message) -> Message:
     return derive(message, msg_id=os.urandom(24), put_date=date, put_time=time)
 
 
-def publication(publish: Publish, user_id: str) -> Message:
+def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
     """The Publish command for an MQTT PUBLISH (a zero-length retained one retains nothing:
-    :func:`retained_deletion` goes with it)."""
+    :func:`retained_deletion` goes with it). ``origin`` names the MQTT bridge it came over
+    (``broker.service.mqtt.bridging``): it travels with the publication to every subscriber,
+    so that bridge never sends it back."""
+    marked = f"<origin>{origin}</origin>" if origin else ""
     options = PubOpt.RetainPub if publish.retain and publish.payload else PubOpt(0)
     command = psc.Publish(
         topics=(publish.topic,),
@@ -62,7 +66,7 @@ def publication(publish: Publish, user_id: str) -> Message:
             command,
             payload=publish.payload,
             payload_format=MQFMT_NONE,
-            folders=(f"<{QOS_FOLDER}><qos>{publish.qos}</qos></{QOS_FOLDER}>",),
+            folders=(f"<{QOS_FOLDER}><qos>{publish.qos}</qos>{marked}</{QOS_FOLDER}>",),
             request=False,
             user_id=user_id,
             persistence=MQPER_PERSISTENT if publish.qos else MQPER_NOT_PERSISTENT,
@@ -108,6 +112,12 @@ def registration(
 def discard(queue: str, admin: str) -> Message:
     """The DeregSub that removes every subscription of a session's queue."""
     return registration((), queue, admin, remove=True, options=DISCARD_OPTIONS)
+
+
+def origin(message: Message) -> str:
+    """The bridge a delivered publication came over ("" if none)."""
+    found = _ORIGIN.search(message.body)
+    return found.group(1).decode() if found else ""
 
 
 def delivery(message: Message) -> Publish:

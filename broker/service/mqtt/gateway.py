@@ -107,7 +107,7 @@ class Gateway:
         """Start the thread; no client of this listener is connected yet (one listener per
         database: a session marked online was cut by a stop or a crash)."""
         with self.qm.unit_of_work() as uow:
-            sessions.set_offline(uow.connection)
+            sessions.set_offline(uow.connection, now_ms())
         self._thread.start()
 
     def stop(self) -> None:
@@ -219,13 +219,46 @@ class Gateway:
 
     def offline(self, client_id: str) -> Job:
         """A persistent session's client has gone: it stays, marked offline."""
-        return lambda batch: sessions.set_offline(batch.uow.connection, [client_id])
+        return lambda batch: sessions.set_offline(batch.uow.connection, batch.now, [client_id])
 
     def close(self, client_id: str, queue_name: str) -> Job:
         """A clean session ends with its connection: subscriptions, rows and messages go."""
 
         def job(batch: Batch) -> None:
             self._discard(batch, client_id, queue_name)
+
+        return job
+
+    def expire(self, before: int) -> Job:
+        """Discard the sessions offline since before the epoch ms ``before`` (session expiry);
+        returns them (their queues are for the shell to delete)."""
+
+        def job(batch: Batch) -> list[sessions.StoredSession]:
+            expired = sessions.offline_sessions(batch.uow.connection, before=before)
+            for stored in expired:
+                self._discard(batch, stored.client_id, stored.queue)
+            return expired
+
+        return job
+
+    def trim(self, limit: int) -> Job:
+        """Keep at most ``limit`` messages on each offline session's queue, dropping the
+        oldest (the newest state is what a device coming back wants); returns
+        (client id, dropped) for each session trimmed, whose ``dropped`` count grows."""
+
+        def job(batch: Batch) -> list[tuple[str, int]]:
+            uow = batch.uow
+            offline = sessions.offline_sessions(uow.connection)
+            defined = uow.definitions([stored.queue for stored in offline])  # one query for all
+            trimmed: list[tuple[str, int]] = []
+            for stored in offline:
+                if defined[stored.queue] is None:
+                    continue
+                dropped = _drop_oldest(uow, stored.queue, uow.depth(stored.queue) - limit)
+                if dropped:
+                    sessions.count_dropped(uow.connection, stored.client_id, dropped)
+                    trimmed.append((stored.client_id, dropped))
+            return trimmed
 
         return job
 
@@ -237,12 +270,12 @@ class Gateway:
             while batch.uow.get_batch(queue_name, FETCH_LIMIT):
                 pass
 
-    def publish(self, client_id: str, publish: Publish, user_id: str) -> Job:
+    def publish(self, client_id: str, publish: Publish, user_id: str, *, origin: str = "") -> Job:
         """Route one PUBLISH; a QoS 2 id is recorded in the same commit. Returns whether it
         was routed (False: the principal may not publish there)."""
 
         def job(batch: Batch) -> bool:
-            outcome = batch.route(bridge.publication(publish, user_id), self.stream)
+            outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream)
             if publish.retain and not publish.payload:
                 batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
             if publish.qos == 2 and publish.packet_id is not None:
@@ -293,10 +326,13 @@ class Gateway:
             return lambda batch: sessions.release_outbound(batch.uow.connection, pairs)
         return lambda batch: batch.acknowledged.extend(pairs)
 
-    def fetch(self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int]) -> Job:
+    def fetch(
+        self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int], *, origin: str = ""
+    ) -> Job:
         """Take up to ``len(ids)`` publications from the session queue for sending: each at
         the lower of its QoS and the highest granted by a matching filter, QoS 1/2 ones
-        numbered with ``ids`` and stored until acknowledged, in the same commit."""
+        numbered with ``ids`` and stored until acknowledged, in the same commit. Those that
+        came over the bridge ``origin`` are taken and not sent: never back where they came from."""
 
         def job(batch: Batch) -> list[Publish]:
             taken = batch.uow.get_batch(queue_name, len(ids))
@@ -310,6 +346,8 @@ class Gateway:
                     log.warning(
                         "not a publication; dropped", extra={"queue": queue_name, "error": exc.detail}
                     )
+                    continue
+                if origin and bridge.origin(message) == origin:
                     continue
                 qos = min(publish.qos, _granted_qos(granted, publish.topic))
                 packet_id = next(free) if qos else None
@@ -327,6 +365,14 @@ class Gateway:
             return out
 
         return job
+
+
+def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
+    """Take the ``count`` oldest messages off ``queue_name``; returns how many there were."""
+    dropped = 0
+    while dropped < count and (taken := uow.get_batch(queue_name, min(count - dropped, FETCH_LIMIT))):
+        dropped += len(taken)
+    return dropped
 
 
 def _granted_qos(granted: dict[str, int], topic: str) -> int:

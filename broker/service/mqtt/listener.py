@@ -50,6 +50,8 @@ from broker.protocol.mqtt.session import (
 )
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
+from broker.service.mqtt import bridging, housekeeping, systopics
+from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.gateway import FETCH_LIMIT, Gateway, Opened
 from broker.store import mqtt as sessions
 from queues import QueueManager
@@ -439,12 +441,19 @@ class MqttListener:
         server = await asyncio.start_server(self._accept, self.host, self.port)
         watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
         watcher.start()
+        chores = [asyncio.create_task(housekeeping.keep(self)), asyncio.create_task(systopics.publish(self))]
+        chores += [
+            asyncio.create_task(Bridge(self, c).run()) for c in bridging.load(self.settings.mqtt_bridges)
+        ]
         log.info("mqtt listener started", extra={"host": self.host, "port": self.port})
         self.ready.set()
         try:
             await self._stop.wait()
         finally:
             server.close()
+            for chore in chores:
+                chore.cancel()
+            await asyncio.gather(*chores, return_exceptions=True)
             ending = list(self.connections)
             for connection in ending:
                 connection.perform(connection.session.connection_lost("broker shutting down"))

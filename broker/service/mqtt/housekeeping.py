@@ -1,0 +1,83 @@
+"""Housekeeping of the MQTT sessions no client is connected to.
+
+A fleet of devices that vanish would otherwise keep their persistent sessions, their
+subscriptions and everything published for them forever. Two limits, both off by default:
+
+- ``mqtt_session_expiry`` seconds: a session offline longer than that is removed, with its
+  broker subscriptions, its rows and its queue (logged, counted).
+- ``mqtt_max_queued`` messages: an offline session's queue holding more loses its oldest
+  (a device coming back wants the newest state); the number dropped is counted per
+  session (``broker mqtt sessions``, the admin API) and in Prometheus.
+
+Both are enforced by a pass every :func:`period` seconds rather than at each delivery:
+deliveries to a session queue are made by whichever process routes (this listener, the
+routing loop, the Spark job), and a pass in one place keeps that routing untouched. So a
+queue may exceed the limit by what arrives between two passes, and a session may outlive
+its expiry by up to one period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from queues.ids import now_ms
+
+if TYPE_CHECKING:
+    from broker.service.mqtt.listener import MqttListener
+
+log = logging.getLogger("broker.mqtt")
+
+MAX_PERIOD = 60.0
+MIN_PERIOD = 0.5
+QUEUED_PERIOD = 5.0  # the queued-message limit: two statements per pass, whatever the fleet
+
+
+def period(expiry: int, max_queued: int) -> float | None:
+    """Seconds between passes (None: nothing to keep): a quarter of the expiry (a session
+    outlives it by a quarter at most) but at most a minute, and at most ``QUEUED_PERIOD``
+    with a queued-message limit (a queue exceeds it by five seconds' worth at most)."""
+    if not expiry and not max_queued:
+        return None
+    quarter = min(MAX_PERIOD, max(MIN_PERIOD, expiry / 4)) if expiry else MAX_PERIOD
+    return min(quarter, QUEUED_PERIOD) if max_queued else quarter
+
+
+async def keep(listener: MqttListener) -> None:
+    """Run the passes until cancelled (a failed pass is logged; the next one runs anyway)."""
+    settings = listener.settings
+    every = period(settings.mqtt_session_expiry, settings.mqtt_max_queued)
+    if every is None:
+        return
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await one_pass(listener)
+        except Exception:
+            log.exception("mqtt housekeeping failed")
+
+
+async def one_pass(listener: MqttListener) -> None:
+    settings, gateway, metrics = listener.settings, listener.gateway, listener.metrics
+    if settings.mqtt_session_expiry:
+        before = now_ms() - settings.mqtt_session_expiry * 1000
+        for stored in await gateway.submit(gateway.expire(before)):
+            if stored.client_id not in listener.clients:  # not connecting again meanwhile
+                await asyncio.to_thread(listener.delete_queue, stored.queue)
+            metrics.mqtt.expired.inc()
+            log.info(
+                "mqtt session expired",
+                extra={
+                    "client_id": stored.client_id,
+                    "user": stored.user_id,
+                    "offline_since": stored.offline_since,
+                },
+            )
+    if settings.mqtt_max_queued:
+        for client_id, dropped in await gateway.submit(gateway.trim(settings.mqtt_max_queued)):
+            metrics.mqtt.dropped.inc(dropped)
+            log.warning(
+                "mqtt messages dropped: too many queued for an offline session",
+                extra={"client_id": client_id, "dropped": dropped, "limit": settings.mqtt_max_queued},
+            )

@@ -1,0 +1,88 @@
+"""Session expiry and the queued-message limit of offline sessions, on a real ``broker serve
+--mqtt`` (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from broker.service.mqtt.housekeeping import period
+from broker.store import mqtt as sessions
+from tests.broker.cli.test_tokens import run
+from tests.broker.service.mqtt.clients import MqttBroker, Paho, eventually
+from tests.e2e.processes import Brokers
+
+
+def test_a_session_offline_longer_than_the_expiry_goes_with_its_subscriptions_and_messages(
+    brokers: Brokers,
+) -> None:
+    broker = MqttBroker(brokers, BROKER_MQTT_SESSION_EXPIRY="2")
+    left(broker, "gone", "fleet/#")
+    stays = Paho(broker.port, "stays", clean=False)
+    stays.connect()
+    stays.subscribe(("fleet/#", 1))
+    pub = Paho(broker.port, "pub")
+    pub.connect()
+    pub.publish("fleet/1", b"queued for gone", 1)
+    assert [m.payload for m in stays.receive(1)] == [b"queued for gone"]
+    queue = sessions.queue_for("gone")
+    assert broker.qm.depth(queue) == 1
+
+    assert eventually(lambda: _stored(broker, "gone") is None, timeout=15)
+    # the queue is deleted just after the commit that removes the session
+    assert eventually(lambda: queue not in {q.name for q in broker.qm.list_queues("SYSTEM.MQTT.*")})
+    assert _stored(broker, "stays") is not None  # connected: never expires
+    expired = broker.process.lines("mqtt session expired")
+    assert [line["client_id"] for line in expired] == ["gone"]
+
+    again = Paho(broker.port, "gone", clean=False)
+    assert again.connect() == (0, False)
+    pub.publish("fleet/2", b"after the expiry", 1)
+    assert [m.payload for m in stays.receive(1)] == [b"after the expiry"]
+    assert again.nothing_more()  # its broker subscription went with it
+
+
+def test_an_offline_session_keeps_its_newest_messages_and_counts_the_dropped(
+    brokers: Brokers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker = MqttBroker(brokers, BROKER_MQTT_MAX_QUEUED="3")
+    left(broker, "device", "meter/#")
+    pub = Paho(broker.port, "pub")
+    pub.connect()
+    for number in range(1, 6):
+        pub.publish(f"meter/{number}", f"reading {number}".encode(), 1)
+
+    assert eventually(lambda: (s := _stored(broker, "device")) is not None and s.dropped == 2, timeout=15)
+    code, out, _ = run(brokers.url, capsys, "mqtt", "sessions", "--json")
+    assert code == 0 and {s["client_id"]: s["dropped"] for s in json.loads(out)} == {"device": 2, "pub": 0}
+    assert (
+        broker.process.lines("mqtt messages dropped: too many queued for an offline session")[0]["dropped"]
+        == 2
+    )
+    device = Paho(broker.port, "device", clean=False)
+    assert device.connect() == (0, True)
+    assert [m.payload for m in device.receive(3)] == [b"reading 3", b"reading 4", b"reading 5"]
+    assert device.nothing_more()
+
+
+def test_the_pass_runs_four_times_per_expiry_at_most_once_a_minute() -> None:
+    assert period(0, 0) is None
+    assert period(2, 0) == 0.5
+    assert period(40, 0) == 10
+    assert period(86_400, 0) == 60
+    assert period(0, 1000) == 5
+    assert period(2, 1000) == 0.5
+
+
+def left(broker: MqttBroker, client_id: str, topic: str) -> None:
+    """A persistent session subscribed to ``topic`` whose client has gone."""
+    client = Paho(broker.port, client_id, clean=False)
+    client.connect()
+    client.subscribe((topic, 1))
+    client.close()
+
+
+def _stored(broker: MqttBroker, client_id: str) -> sessions.StoredSession | None:
+    with broker.qm.reading() as conn:
+        return next((s for s in sessions.list_sessions(conn) if s.client_id == client_id), None)
