@@ -52,6 +52,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], str, int]] = [
     ("GET", "/api/v1/subscriptions/{subscription_id}", "/api/v1/subscriptions/1", {}, "viewer", 404),
     ("DELETE", "/api/v1/subscriptions/{subscription_id}", "/api/v1/subscriptions/1", {}, "operator", 404),
     ("GET", "/api/v1/retained", "/api/v1/retained", {}, "viewer", 200),
+    ("GET", "/api/v1/mqtt/sessions", "/api/v1/mqtt/sessions", {}, "viewer", 200),
     ("GET", "/api/v1/retained/{retained_id}", "/api/v1/retained/1", {}, "viewer", 404),
     ("DELETE", "/api/v1/retained/{retained_id}", "/api/v1/retained/1", {}, "operator", 404),
     ("GET", "/api/v1/acl/rules", "/api/v1/acl/rules", {}, "viewer", 200),

@@ -79,7 +79,14 @@ def retained_deletion(topic: str, user_id: str) -> Message:
     return _stamped(command_message(command, request=False, user_id=user_id))
 
 
-def registration(filters: tuple[str, ...], queue: str, user_id: str, *, remove: bool = False) -> Message:
+def registration(
+    filters: tuple[str, ...],
+    queue: str,
+    user_id: str,
+    *,
+    remove: bool = False,
+    options: RegOpt = SUBSCRIPTION_OPTIONS,
+) -> Message:
     """RegSub (or DeregSub) of ``filters`` for the session queue ``queue``."""
     kind = psc.DeregSub if remove else psc.RegSub
     command = kind(
@@ -88,7 +95,7 @@ def registration(filters: tuple[str, ...], queue: str, user_id: str, *, remove: 
         filter=None,
         q_mgr_name=None,
         q_name=queue,
-        options=RegOpt(0) if remove else SUBSCRIPTION_OPTIONS,
+        options=options,
         sub_name=None,
         sub_identity=None,
         sub_user_data=None,
@@ -100,20 +107,7 @@ def registration(filters: tuple[str, ...], queue: str, user_id: str, *, remove: 
 
 def discard(queue: str, admin: str) -> Message:
     """The DeregSub that removes every subscription of a session's queue."""
-    command = psc.DeregSub(
-        topics=(),
-        sub_point=None,
-        filter=None,
-        q_mgr_name=None,
-        q_name=queue,
-        options=DISCARD_OPTIONS,
-        sub_name=None,
-        sub_identity=None,
-        sub_user_data=None,
-        correl_id=None,
-        folder="",
-    )
-    return _stamped(command_message(command, request=False, user_id=admin))
+    return registration((), queue, admin, remove=True, options=DISCARD_OPTIONS)
 
 
 def delivery(message: Message) -> Publish:

@@ -36,6 +36,7 @@ from broker.core.topics import matches
 from broker.protocol import pscr
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
 from broker.protocol.mqtt.session import Outbound
+from broker.protocol.options import RegOpt
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridge
@@ -273,7 +274,10 @@ class Gateway:
     def unsubscribe(self, client_id: str, queue_name: str, user_id: str, filters: tuple[str, ...]) -> Job:
         def job(batch: Batch) -> None:
             for text in filters:
-                batch.route(bridge.registration((text,), queue_name, user_id, remove=True), self.control)
+                deregistration = bridge.registration(
+                    (text,), queue_name, user_id, remove=True, options=RegOpt(0)
+                )
+                batch.route(deregistration, self.control)
             sessions.revoke(batch.uow.connection, client_id, filters)
 
         return job

@@ -168,61 +168,35 @@ class Raw:
         self.sock.close()
 
 
+def _mosquitto(program: str, port: int, version: str, topic: str) -> list[str]:
+    """The command line of a Mosquitto client as alice, on ``topic``."""
+    return [
+        program,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-V",
+        version,
+        "-u",
+        "alice",
+        "-P",
+        PASSWORD,
+        "-t",
+        topic,
+    ]
+
+
 def mosquitto_pub(port: int, version: str, topic: str, message: str, qos: int, *extra: str) -> None:
-    subprocess.run(
-        [
-            "mosquitto_pub",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-V",
-            version,
-            "-u",
-            "alice",
-            "-P",
-            PASSWORD,
-            "-t",
-            topic,
-            "-m",
-            message,
-            "-q",
-            str(qos),
-            *extra,
-        ],
-        check=True,
-        timeout=TIMEOUT,
-    )
+    argv = _mosquitto("mosquitto_pub", port, version, topic)
+    subprocess.run([*argv, "-m", message, "-q", str(qos), *extra], check=True, timeout=TIMEOUT)
 
 
 def mosquitto_sub(port: int, version: str, topic: str, count: int, *extra: str) -> subprocess.Popen[str]:
     """A mosquitto_sub that exits after ``count`` messages, printing ``retain topic payload``."""
-    return subprocess.Popen(
-        [
-            "mosquitto_sub",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-V",
-            version,
-            "-u",
-            "alice",
-            "-P",
-            PASSWORD,
-            "-t",
-            topic,
-            "-C",
-            str(count),
-            "-F",
-            "%r %t %p",
-            "-W",
-            str(int(TIMEOUT)),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    argv = _mosquitto("mosquitto_sub", port, version, topic)
+    options = ["-C", str(count), "-F", "%r %t %p", "-W", str(int(TIMEOUT))]
+    return subprocess.Popen([*argv, *options, *extra], stdout=subprocess.PIPE, text=True)
 
 
 class MqttBroker:

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.broker.service.mqtt.clients import MqttBroker
+from tests.e2e.conftest import brokers  # noqa: F401 (the fixture the ones here build on)
 from tests.e2e.processes import Brokers
 
 
 @pytest.fixture
-def brokers(database_url: str, tmp_path: Path) -> Iterator[Brokers]:
-    group = Brokers(database_url, tmp_path)
-    try:
-        yield group
-    finally:
-        group.close()
-
-
-@pytest.fixture
-def broker(brokers: Brokers) -> MqttBroker:
+def broker(brokers: Brokers) -> MqttBroker:  # noqa: F811
     return MqttBroker(brokers)
