@@ -35,6 +35,8 @@ from broker.protocol.mqtt import (
     Subscribe,
     encode,
 )
+from broker.service.config import Settings
+from broker.service.mqtt.transports import Endpoint, endpoints
 from tests.broker.service.mqtt.clients import (
     PASSWORD,
     TIMEOUT,
@@ -286,3 +288,12 @@ def test_paho_over_websockets_speaks_3_1_too(secure: Secure) -> None:
     assert client.subscribe(("Old/#", 2)) == [2]
     client.publish("Old/one", b"3.1", 2)
     assert client.receive(1) == [Received("Old/one", b"3.1", 2, False)]
+
+
+def test_the_listeners_the_settings_ask_for(certificates: Certificates) -> None:
+    files = {"tls_cert": str(certificates.server_cert), "tls_key": str(certificates.server_key)}
+    found = endpoints(Settings(mqtt_listen="1883", mqtt_wss_listen="0.0.0.0:8081", **files))
+    assert [str(e) for e in found] == ["mqtt://127.0.0.1:1883", "wss://0.0.0.0:8081/mqtt"]
+    assert found[0].context is None and found[1].context is not None
+    assert endpoints(Settings(mqtt_ws_listen="9001")) == [Endpoint("ws", "127.0.0.1", 9001)]  # no TLS files
+    assert endpoints(Settings()) == []
