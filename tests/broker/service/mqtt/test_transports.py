@@ -297,3 +297,20 @@ def test_the_listeners_the_settings_ask_for(certificates: Certificates) -> None:
     assert found[0].context is None and found[1].context is not None
     assert endpoints(Settings(mqtt_ws_listen="9001")) == [Endpoint("ws", "127.0.0.1", 9001)]  # no TLS files
     assert endpoints(Settings()) == []
+
+
+def test_a_broker_stopping_ends_websocket_and_tls_connections_with_their_wills(secure: Secure) -> None:
+    keeper = secure.paho(secure.broker.port, "keeper", clean=False)
+    keeper.connect()
+    keeper.subscribe(("Wills/#", 1))
+    keeper.close()
+    for port, name in ((secure.ws, "ws"), (secure.wss, "wss"), (secure.tls, "tls")):
+        client = secure.paho(
+            port, name, websockets=port != secure.tls, will=(f"Wills/{name}", b"gone", 1, False)
+        )
+        assert client.connect() == (0, False)
+    secure.broker.restart(kill=False)  # SIGTERM: every connection ends as a lost one
+    back = secure.paho(secure.broker.port, "keeper", clean=False)
+    assert back.connect() == (0, True)
+    wills = sorted(back.receive(3), key=lambda m: m.topic)
+    assert wills == [Received(f"Wills/{name}", b"gone", 1, False) for name in ("tls", "ws", "wss")]
