@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -58,10 +58,23 @@ def _on_signals(action: Callable[[], None]) -> None:
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """The API's socket, bound before anything starts: a port in use is one clear error, and
-    the broker never logs that it started behind an API that could not."""
+    the broker never logs that it started behind an API that could not. It is made with
+    IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so (the connections a
+    listening socket accepts inherit its protocol), and without it a small response waits
+    for the client's delayed ACK, with or without TLS."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        return _listen(socket.socket(family, kind, proto or socket.IPPROTO_TCP), address)
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen()
+        except OSError:
+            sock.close()
+            raise
+        return sock
     except OSError as exc:
         raise ConfigError(
             f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc} "
@@ -70,24 +83,26 @@ def listening_socket(host: str, port: int) -> socket.socket:
         ) from None
 
 
-def _listen(sock: socket.socket, address: tuple[Any, ...]) -> socket.socket:
-    """Bind and listen, keeping the protocol number IPPROTO_TCP: asyncio turns Nagle's algorithm
-    off only on connections whose socket says TCP, and with it on every keep-alive response
-    waits for the client's delayed ACK (about 40 ms a request)."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(socket.SOMAXCONN)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def serve(app: FastAPI, host: str, port: int, *, router: RoutingService | None = None) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT (and run ``router`` meanwhile, if given)."""
+def serve(
+    app: FastAPI,
+    host: str,
+    port: int,
+    *,
+    router: RoutingService | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT (and run ``router`` meanwhile, if given); over HTTPS
+    with ``tls`` (``broker.service.tls``: the context MQTT over TLS uses, TLS 1.2 and later)."""
     sock = listening_socket(host, port)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        lifespan="on",
+        ssl_context_factory=None if tls is None else lambda *_: tls,
+    )
+    server = uvicorn.Server(config)
     if router is None:
         _on_signals(lambda: None)  # uvicorn re-raises the signal after its shutdown: end normally
         server.run(sockets=[sock])

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 import migrations
 from queues import QueueManager, make_engine
+from tests.certificates import Certificates, make_certificates
 
 PG_ADMIN_URL = os.environ.get("BROKER_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DIALECTS = ("sqlite", "postgresql")
@@ -102,6 +103,12 @@ def qm(engine: Engine) -> Iterator[QueueManager]:
     manager = QueueManager(engine, appl_name="pytest", user_id="tester")
     yield manager
     manager.notifier.close()
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A throw-away CA, the server's certificate and client certificates (tests/certificates.py)."""
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(autouse=True)

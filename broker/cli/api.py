@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from broker.cli.context import Context
-from broker.cli.serve import add_listen_flags
+from broker.cli.serve import add_listen_flags, api_tls
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +30,6 @@ def run(ctx: Context) -> None:
     from admin_api.server import serve
 
     settings = ctx.settings
-    serve(
-        create_app(ctx.qm, settings), ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
-    )
+    tls = api_tls(ctx)
+    host, port = ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
+    serve(create_app(ctx.qm, settings), host, port, tls=tls)

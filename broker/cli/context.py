@@ -45,6 +45,18 @@ class Context:
                 "stream_queues": getattr(self.args, "streams", None),
                 "routers": getattr(self.args, "routers", None),
                 "mqtt_listen": getattr(self.args, "mqtt_listen", None),
+                **{
+                    name: getattr(self.args, name, None)
+                    for name in (
+                        "mqtt_tls_listen",
+                        "mqtt_ws_listen",
+                        "mqtt_wss_listen",
+                        "tls_cert",
+                        "tls_key",
+                        "tls_client_ca",
+                        "api_tls",
+                    )
+                },
             },
             config_file=self.args.config,
         )

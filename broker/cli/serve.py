@@ -9,13 +9,28 @@ from typing import TYPE_CHECKING
 from broker.cli.context import Context
 
 if TYPE_CHECKING:
-    from broker.service.mqtt import MqttThread
+    import ssl
+
+    from broker.service.mqtt import Endpoint, MqttThread
     from broker.service.router import RoutingService
 
 
 def add_listen_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address the API listens on (default api_host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port the API listens on (default api_port, 8080)")
+    parser.add_argument(
+        "--api-tls",
+        action="store_const",
+        const=True,
+        help="serve the API over HTTPS with the TLS certificate (default api_tls)",
+    )
+    parser.add_argument("--tls-cert", metavar="FILE", help="the server's PEM certificate chain (tls_cert)")
+    parser.add_argument("--tls-key", metavar="FILE", help="its unencrypted PEM private key (tls_key)")
+    parser.add_argument(
+        "--tls-client-ca",
+        metavar="FILE",
+        help="PEM CA certificates that client certificates are verified against (tls_client_ca)",
+    )
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +55,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="[HOST:]PORT",
         help="also serve MQTT 3.1/3.1.1 clients there (default mqtt_listen; host 127.0.0.1)",
     )
+    for flag, setting, what in (
+        ("--mqtt-tls", "mqtt_tls_listen", "MQTT over TLS (8883 by convention)"),
+        ("--mqtt-ws", "mqtt_ws_listen", "MQTT over WebSockets at /mqtt"),
+        ("--mqtt-wss", "mqtt_wss_listen", "MQTT over WebSockets and TLS at /mqtt"),
+    ):
+        serve.add_argument(flag, dest=setting, metavar="[HOST:]PORT", help=f"also serve {what} ({setting})")
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
     serve.set_defaults(handler=run)
@@ -51,34 +72,46 @@ def run(ctx: Context) -> None:
     from broker.service.router import RoutingService
 
     router_pool.check(ctx.settings)
+    from broker.service.mqtt.transports import endpoints as mqtt_endpoints
+
+    # Addresses and TLS files are checked before anything starts: one line if they are wrong.
+    endpoints = mqtt_endpoints(ctx.settings)
+    tls = api_tls(ctx) if ctx.args.api else None
     prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)
     pool.start()
     listener = None
     try:
-        listener = _mqtt(ctx, service)
-        _serve(ctx, service)
+        listener = _mqtt(ctx, service, endpoints)
+        _serve(ctx, service, tls)
     finally:
         if listener is not None:
             listener.stop()
         pool.stop()
 
 
-def _mqtt(ctx: Context, service: RoutingService) -> MqttThread | None:
+def _mqtt(ctx: Context, service: RoutingService, endpoints: list[Endpoint]) -> MqttThread | None:
     """The MQTT listener on its own thread beside the routing loop, when configured."""
-    if not ctx.settings.mqtt_listen:
+    if not endpoints:
         return None
-    from broker.service.config import mqtt_address
     from broker.service.mqtt import MqttThread
 
-    host, port = mqtt_address(ctx.settings.mqtt_listen)
-    listener = MqttThread(ctx.qm, ctx.settings, host, port, service.metrics, failed=service.stop)
+    listener = MqttThread(ctx.qm, ctx.settings, endpoints, service.metrics, failed=service.stop)
     listener.start()
     return listener
 
 
-def _serve(ctx: Context, service: RoutingService) -> None:
+def api_tls(ctx: Context) -> ssl.SSLContext | None:
+    """The admin API's TLS context when ``api_tls`` is set (the one MQTT over TLS uses)."""
+    if not ctx.settings.api_tls:
+        return None
+    from broker.service.tls import server_context
+
+    return server_context(ctx.settings)
+
+
+def _serve(ctx: Context, service: RoutingService, tls: ssl.SSLContext | None) -> None:
     if not ctx.args.api:
         service.install_signal_handlers()
         service.run()
@@ -89,4 +122,5 @@ def _serve(ctx: Context, service: RoutingService) -> None:
 
     app = create_app(ctx.qm, ctx.settings, metrics=service.metrics, started_at=service.started_at)
     settings = ctx.settings
-    serve(app, ctx.args.host or settings.api_host, ctx.args.port or settings.api_port, router=service)
+    host, port = ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
+    serve(app, host, port, router=service, tls=tls)

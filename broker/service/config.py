@@ -49,6 +49,19 @@ class Settings:
     api_port: int = 8080
     # Seconds the admin API waits for a neighbouring broker's answer in the topology check.
     neighbour_timeout: float = 10.0
+    # TLS (broker.service.tls): the server's PEM certificate chain and unencrypted key, shared by
+    # MQTT over TLS, MQTT over secure WebSockets and the API's HTTPS (api_tls); with tls_client_ca,
+    # client certificates signed by it are verified and name the MQTT principal (their CN).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    api_tls: bool = False
+    # More MQTT listeners, "[HOST:]PORT" each ("" = none): over TLS (8883 by convention) and
+    # over WebSockets at path /mqtt, plain (8080) and over TLS (8081); one broker, one set of
+    # sessions, whatever carries the connection.
+    mqtt_tls_listen: str = ""
+    mqtt_ws_listen: str = ""
+    mqtt_wss_listen: str = ""
     # MQTT listener (broker.service.mqtt): "[HOST:]PORT" to serve MQTT 3.1/3.1.1 on ("" = none;
     # HOST defaults to 127.0.0.1); anonymous clients act as the principal mqtt_anonymous, and
     # are refused when it is empty; at most mqtt_max_inflight QoS 1/2 messages are sent to a
@@ -177,15 +190,15 @@ def load_settings(
     return replace(settings, sources=tuple(sorted(sources.items())))
 
 
-def mqtt_address(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` as (host, port); the host is 127.0.0.1 unless given."""
+def mqtt_address(text: str, name: str = "mqtt_listen") -> tuple[str, int]:
+    """``[HOST:]PORT`` (the setting ``name``) as (host, port); the host is 127.0.0.1 unless given."""
     host, _, port = text.strip().rpartition(":")
     try:
         number = int(port)
     except ValueError:
-        raise ConfigError(f"setting mqtt_listen={text!r} is not valid: use [HOST:]PORT") from None
+        raise ConfigError(f"setting {name}={text!r} is not valid: use [HOST:]PORT") from None
     if not 0 < number < 65536:
-        raise ConfigError(f"setting mqtt_listen={text!r} is not valid: the port must be 1 to 65535")
+        raise ConfigError(f"setting {name}={text!r} is not valid: the port must be 1 to 65535")
     return host.strip("[]") or "127.0.0.1", number
 
 

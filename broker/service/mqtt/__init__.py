@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt.gateway import Gateway
 from broker.service.mqtt.listener import Connection, MqttListener
+from broker.service.mqtt.transports import Endpoint
 from queues import QueueManager
 
-__all__ = ["Connection", "Gateway", "MqttListener", "MqttListenerFailed", "MqttThread"]
+__all__ = ["Connection", "Endpoint", "Gateway", "MqttListener", "MqttListenerFailed", "MqttThread"]
 
 log = logging.getLogger("broker.mqtt")
 
@@ -31,13 +32,12 @@ class MqttThread:
         self,
         qm: QueueManager,
         settings: Settings,
-        host: str,
-        port: int,
+        endpoints: Sequence[Endpoint],
         metrics: BrokerMetrics,
         *,
         failed: Callable[[], None],
     ) -> None:
-        self.listener = MqttListener(qm, settings, host, port, metrics)
+        self.listener = MqttListener(qm, settings, endpoints, metrics)
         self._failed = failed
         self._thread = threading.Thread(target=self._run, name="mqtt", daemon=True)
 
@@ -49,12 +49,12 @@ class MqttThread:
             self._failed()
 
     def start(self) -> None:
-        """Start serving; raises if the listener cannot (its port taken, say)."""
+        """Start serving; raises if the listener cannot (a port taken, say)."""
         self._thread.start()
         while not self.listener.ready.wait(0.1):
             if not self._thread.is_alive():
-                listener = self.listener
-                raise MqttListenerFailed(f"the MQTT listener on {listener.host}:{listener.port} failed")
+                where = ", ".join(str(e) for e in self.listener.endpoints)
+                raise MqttListenerFailed(f"the MQTT listener on {where} failed")
 
     def stop(self) -> None:
         """Graceful: stop accepting, end the connections (wills sent), flush the durable work."""

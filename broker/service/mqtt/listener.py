@@ -8,7 +8,8 @@ order the packets came, so acknowledgements go out in that order. Deliveries: a 
 thread waits on the session queues of the connected clients with the queue manager's
 arrival notifications (no polling of SQL per message) and wakes the connection whose
 queue received something; that connection takes as many messages as its in-flight window
-allows, in one gateway job.
+allows, in one gateway job. Connections come from every transport (TCP, TLS, WebSockets:
+``broker.service.mqtt.transports``) through the one :class:`Connection`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridging, housekeeping, systopics
 from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.gateway import FETCH_LIMIT, Gateway, Opened
+from broker.service.mqtt.transports import Endpoint, Server, Stream
 from broker.store import mqtt as sessions
 from queues import QueueManager
 from queues.definition import MAX_MAX_DEPTH
@@ -62,7 +64,6 @@ from queues.reasons import Reason
 
 log = logging.getLogger("broker.mqtt")
 
-READ_SIZE = 65536
 MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
 
 
@@ -78,14 +79,10 @@ class Step:
 class Connection:
     """One client connection and its session's protocol rules."""
 
-    def __init__(
-        self, listener: MqttListener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, listener: MqttListener, stream: Stream) -> None:
         self.listener = listener
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.stream = stream
+        self.address = stream.address
         self.since = now_ms()
         self.session = Session(
             time.monotonic(),
@@ -96,6 +93,9 @@ class Connection:
         self.user_id = ""
         self.queue = ""
         self.granted: dict[str, int] = {}
+        # SUBSCRIBEs committed or committing whose granted QoS is not in ``granted`` yet: the
+        # retained publications they put arrive first, and sent now they would go at QoS 0
+        self._subscribing = 0
         self.closing = False
         self.finished = asyncio.Event()
         self._steps: deque[Step] = deque()  # a deque and an event: lighter than asyncio.Queue
@@ -122,7 +122,7 @@ class Connection:
         reason = "connection closed by the client"
         try:
             while not self.closing:
-                data = await self.reader.read(READ_SIZE)
+                data = await self.stream.read()
                 if not data:
                     break
                 self.listener.count_bytes("in", len(data))
@@ -233,9 +233,11 @@ class Connection:
     def _register(self, action: Register) -> None:
         packet = action.subscribe
         gateway = self.listener.gateway
+        self._subscribing += 1
         future = gateway.submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
         def then(codes: list[int]) -> list[Action]:
+            self._subscribing -= 1
             for (text, _), code in zip(packet.topics, codes, strict=True):
                 if code <= 2:
                     self.granted[text] = code
@@ -290,12 +292,12 @@ class Connection:
             self.perform(later)
 
     def _write(self, packet: Packet) -> None:
-        if self.writer.is_closing():
+        if self.stream.is_closing():
             return
         data = encode(packet)
         self.listener.count_packet("out", packet)
         self.listener.count_bytes("out", len(data))
-        self.writer.write(data)
+        self.stream.write(data)
 
     def _will(self) -> Any:
         connect = self.session.connect
@@ -306,7 +308,7 @@ class Connection:
     async def _open(self, action: Open) -> list[Action]:
         listener = self.listener
         code, user_id = await asyncio.get_running_loop().run_in_executor(
-            listener.authenticator, listener.authenticate, action.connect
+            listener.authenticator, listener.authenticate, action.connect, self.stream.principal
         )
         if code:
             self.listener.refused("connect")
@@ -362,7 +364,7 @@ class Connection:
             # Only now: a connection with the same client id waits until this one has ended.
             self.listener.detach(self)
             log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
-            self.writer.close()
+            self.stream.close()
             for task in (self._answering, self._pumping):
                 if task is not None and task is not asyncio.current_task():
                     task.cancel()
@@ -372,7 +374,7 @@ class Connection:
         """Something may wait on the session queue: deliver it. The delivery task exists only
         while there is something to deliver (an idle connection holds no task for it)."""
         self._dirty = True
-        if self._pumping is None and self.queue and not self.closing:
+        if self._pumping is None and self.queue and not self.closing and not self._subscribing:
             self._pumping = asyncio.create_task(self._pump())
 
     async def _pump(self) -> None:
@@ -382,6 +384,9 @@ class Connection:
             while self._dirty and not self.closing:
                 self._dirty = False
                 while not self.closing:
+                    if self._subscribing:  # the SUBSCRIBE's answer wakes this again
+                        self._dirty = True
+                        return
                     if not self.session.room:
                         self._blocked = True
                         break
@@ -392,7 +397,7 @@ class Connection:
                     for action in self.session.deliver(taken):
                         if isinstance(action, Send):
                             self._write(action.packet)
-                    await self.writer.drain()
+                    await self.stream.drain()
                     if len(taken) < len(ids):
                         break
         finally:
@@ -403,12 +408,11 @@ class MqttListener:
     """The asyncio MQTT server of one broker process."""
 
     def __init__(
-        self, qm: QueueManager, settings: Settings, host: str, port: int, metrics: BrokerMetrics
+        self, qm: QueueManager, settings: Settings, endpoints: Sequence[Endpoint], metrics: BrokerMetrics
     ) -> None:
         self.qm = qm
         self.settings = settings
-        self.host = host
-        self.port = port
+        self.endpoints = list(endpoints)
         self.metrics = metrics
         self.gateway = Gateway(qm, settings, metrics)
         self.clients: dict[str, Connection] = {}  # by client id, once their session is open
@@ -438,19 +442,26 @@ class MqttListener:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self.gateway.start()
-        server = await asyncio.start_server(self._accept, self.host, self.port)
-        watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
-        watcher.start()
-        chores = [asyncio.create_task(housekeeping.keep(self)), asyncio.create_task(systopics.publish(self))]
-        chores += [
-            asyncio.create_task(Bridge(self, c).run()) for c in bridging.load(self.settings.mqtt_bridges)
-        ]
-        log.info("mqtt listener started", extra={"host": self.host, "port": self.port})
-        self.ready.set()
+        servers: list[Server] = []
+        chores: list[asyncio.Task[None]] = []
         try:
+            for endpoint in self.endpoints:
+                servers.append(await endpoint.start(self._accept, self.settings.mqtt_max_packet_size))
+            watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
+            watcher.start()
+            chores += [
+                asyncio.create_task(housekeeping.keep(self)),
+                asyncio.create_task(systopics.publish(self)),
+            ]
+            chores += [
+                asyncio.create_task(Bridge(self, c).run()) for c in bridging.load(self.settings.mqtt_bridges)
+            ]
+            log.info("mqtt listener started", extra={"listeners": ", ".join(str(e) for e in self.endpoints)})
+            self.ready.set()
             await self._stop.wait()
         finally:
-            server.close()
+            for server in servers:
+                server.close()
             for chore in chores:
                 chore.cancel()
             await asyncio.gather(*chores, return_exceptions=True)
@@ -463,16 +474,16 @@ class MqttListener:
             self.authenticator.shutdown(wait=False)
             log.info("mqtt listener stopped")
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, stream: Stream) -> None:
         self.metrics.mqtt.accepted.inc()
-        connection = Connection(self, reader, writer)
+        connection = Connection(self, stream)
         self.connections.add(connection)
         self.metrics.mqtt.connections.set(len(self.connections))
         try:
             await connection.run()
         except Exception:
             log.exception("mqtt connection failed", extra={"address": connection.address})
-            writer.close()
+            stream.close()
         finally:
             self.connections.discard(connection)
             self.metrics.mqtt.connections.set(len(self.connections))
@@ -503,10 +514,16 @@ class MqttListener:
         if self.owns(connection):
             del self.clients[connection.client_id]
 
-    def authenticate(self, connect: Connect) -> tuple[int, str]:
-        """(0, principal) or a CONNACK return code: the user name and password must match a
-        stored MQTT principal; without a user name, only when anonymous clients are
-        configured (``mqtt_anonymous``: the principal they act as)."""
+    def authenticate(self, connect: Connect, certified: str | None) -> tuple[int, str]:
+        """(0, principal) or a CONNACK return code. A verified client certificate names the
+        principal (``certified``, its subject's CN): the user name must be absent or the same,
+        and no password is checked. Otherwise the user name and password must match a stored
+        MQTT principal; without a user name, only when anonymous clients are configured
+        (``mqtt_anonymous``: the principal they act as)."""
+        if certified is not None:
+            if connect.username not in (None, certified) or not 0 < len(certified) <= MAX_USER_ID:
+                return CONNACK_NOT_AUTHORIZED, ""
+            return 0, certified
         if connect.username is None:
             anonymous = self.settings.mqtt_anonymous
             return (0, anonymous) if anonymous else (CONNACK_NOT_AUTHORIZED, "")

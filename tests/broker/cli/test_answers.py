@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from queues import MQError, QueueManager, Reason, make_engine
+from tests.certificates import Certificates
 from tests.e2e.processes import BROKER, Brokers, child_environment
 
 
@@ -197,3 +198,34 @@ def test_the_reply_queue_of_a_killed_client_is_abandoned_and_deleted(broker: Com
         assert gone.value.reason == Reason.MQRC_UNKNOWN_OBJECT_NAME
     finally:
         qm.close()
+
+
+def test_tls_settings_in_error_are_one_line_before_anything_starts(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """Checked before the database is even opened (no SQL: one dialect says it all)."""
+    database = tmp_path / "untouched.db"
+    broker = Command(f"sqlite:///{database}", tmp_path)
+    other_key = certificates.client("other")[1]
+    files = ["--tls-cert", str(certificates.server_cert), "--tls-key", str(certificates.server_key)]
+    cases = {
+        ("serve", "--mqtt-tls", "8883"): (
+            "TLS needs both tls_cert and tls_key (PEM files; --tls-cert, --tls-key)"
+        ),
+        ("serve", "--mqtt-wss", "localhost:x", *files): (
+            "setting mqtt_wss_listen='localhost:x' is not valid: use [HOST:]PORT"
+        ),
+        ("serve", "--mqtt-ws", "0", "--tls-key", str(other_key)): (
+            "setting mqtt_ws_listen='0' is not valid: the port must be 1 to 65535"
+        ),
+        ("serve", "--api", "--api-tls", *files[:2], "--tls-key", str(other_key)): (
+            f"tls_key {other_key} does not match the certificate in tls_cert {certificates.server_cert}"
+        ),
+        ("api", "--api-tls", *files, "--tls-client-ca", str(tmp_path / "none.pem")): (
+            f"cannot read tls_client_ca {tmp_path / 'none.pem'}: No such file or directory"
+        ),
+    }
+    for argv, error in cases.items():
+        done = broker(*argv)
+        assert (done.returncode, one_line(done)) == (2, f"configuration error: {error}"), argv
+    assert not database.exists()

@@ -177,3 +177,21 @@ def test_mqtt_listen_is_host_and_port_with_loopback_by_default(text: str, addres
 def test_a_bad_mqtt_address_is_a_configuration_error(text: str) -> None:
     with pytest.raises(ConfigError):
         mqtt_address(text)
+
+
+def test_tls_settings_come_from_the_file_the_environment_and_the_flags(elsewhere):
+    config = write(
+        elsewhere / "b.toml",
+        '[broker]\ntls_cert = "server.pem"\ntls_key = "server.key"\napi_tls = true\n'
+        'mqtt_tls_listen = "0.0.0.0:8883"\nmqtt_ws_listen = "9001"\n',
+    )
+    settings = load_settings({"mqtt_wss_listen": "8081"}, {"BROKER_TLS_CLIENT_CA": "ca.pem"}, config)
+    assert (settings.tls_cert, settings.tls_key, settings.tls_client_ca) == (
+        "server.pem",
+        "server.key",
+        "ca.pem",
+    )
+    assert settings.api_tls is True
+    listeners = (settings.mqtt_tls_listen, settings.mqtt_ws_listen, settings.mqtt_wss_listen)
+    assert listeners == ("0.0.0.0:8883", "9001", "8081")
+    assert load_settings({}, {"BROKER_API_TLS": "no"}, config).api_tls is False

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 
@@ -44,9 +44,14 @@ class Paho:
         password: str = PASSWORD,
         will: tuple[str, bytes, int, bool] | None = None,
         keepalive: int = 60,
+        transport: Literal["tcp", "websockets"] = "tcp",
     ) -> None:
         self.client = paho.Client(
-            paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, clean_session=clean
+            paho.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=protocol,
+            clean_session=clean,
+            transport=transport,
         )
         if user is not None:
             self.client.username_pw_set(user, password)
