@@ -74,7 +74,7 @@ def test_413_for_a_declared_or_a_streamed_body_over_4_mib(api: Api) -> None:
 def test_500_is_generic_and_the_error_goes_to_the_log(
     api: Api, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(pattern: str = "*") -> list[object]:
+    def broken(pattern: str = "*", **_: object) -> list[object]:
         raise RuntimeError("password=hunter2")
 
     monkeypatch.setattr(api.qm, "list_queues", broken)

@@ -251,7 +251,8 @@ def test_a_stopped_router_loses_its_claim_turn_and_the_stream_flows_on(
     waits = [e["seconds"] for e in second.lines("waited for an earlier claim turn")]
     if brokers.url.startswith("postgresql"):  # the server ended the stopped router's transaction
         assert max(waits) >= 1
-        assert first.lines("database unavailable; retrying")  # and it reconnected once continued
+        # and, once continued, it found its transaction gone: reconnected, or its claim lost
+        assert first.lines("database unavailable; retrying") or first.lines("claim lost; claiming again")
     else:  # the waiting router took the stopped one's claims
         taken = second.lines("claim turn taken over: its owner made no progress")
         assert taken and all(e["idle_seconds"] >= TURN_TIMEOUT for e in taken)
