@@ -250,6 +250,11 @@ class Queue(BaseModel):
     definition_type: str
     index_type: str
     depth: int
+    put_count: int = Field(
+        description="messages put to the queue since it was defined (MQ's MSGSIN, committed, never reset):"
+        " two readings a known time apart give its put rate"
+    )
+    get_count: int = Field(description="messages gotten from the queue since it was defined (MSGSOUT)")
     created_at: int = Field(description="milliseconds since the epoch")
     altered_at: int
 
@@ -505,7 +510,8 @@ class Registered(BaseModel):
 class MqttSession(BaseModel):
     """An MQTT client's stored session (``since``: when it last connected, epoch ms;
     ``offline_since``: when its client went, 0 while connected; ``dropped``: messages
-    dropped from its queue over the ``mqtt_max_queued`` limit)."""
+    dropped from its queue over the ``mqtt_max_queued`` limit; ``refused``: its client's
+    publications and subscriptions the broker's authority refused)."""
 
     client_id: str
     user: str
@@ -519,6 +525,7 @@ class MqttSession(BaseModel):
     queue: str
     offline_since: int
     dropped: int
+    refused: int
 
 
 class RetainedSummary(BaseModel):

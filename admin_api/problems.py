@@ -221,7 +221,7 @@ _DESCRIPTIONS = {
     "reason says which",
     413: "The request body is larger than the API takes",
     422: "The request does not match its schema; the field errors say where",
-    503: "The database is unreachable, or no broker is routing commands",
+    503: "The database is unreachable, or no broker (or MQTT listener) is serving the request",
 }
 
 

@@ -17,12 +17,14 @@ ping is a round trip, one of a dozen in a streaming batch (``docs/performance.md
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 import time
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from queues.writer_lock import writer_lock
 
@@ -165,3 +167,24 @@ def maintenance_warnings(engine: Engine) -> list[str]:
         "autovacuum is off on this PostgreSQL server: the queue table's statistics go stale and claims "
         "slow down as queues fill; turn it on, or run ANALYZE mq_messages regularly"
     ]
+
+
+_SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full")
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached now (as opposed to a defect).
+    Hot paths use the driver's cursor directly, so driver errors arrive unwrapped too."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    error = exc.orig if isinstance(exc, DBAPIError) else exc
+    if isinstance(error, sqlite3.OperationalError):
+        return any(text in str(error).lower() for text in _SQLITE_UNAVAILABLE)
+    # Not loaded: this process never opened a PostgreSQL connection (SQLite users never load it).
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return False
+    # The server ends a session idle in its transaction past the limit (claim turns): a
+    # lost connection like any other, not a fault of the batch that was running on it.
+    lost = psycopg.OperationalError | psycopg.InterfaceError | psycopg.errors.IdleInTransactionSessionTimeout
+    return isinstance(error, lost)

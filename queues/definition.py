@@ -42,6 +42,8 @@ class QueueDefinition:
     definition_type: str = "predefined"
     index_type: str = "none"
     depth: int = 0
+    put_count: int = 0  # messages put since the queue was defined (committed)
+    get_count: int = 0  # messages gotten (destructively) since it was defined
     created_at: int = 0
     altered_at: int = 0
 

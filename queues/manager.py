@@ -5,7 +5,8 @@ inside it, so a backout (or a process killed with SIGKILL, whose connection
 the database then aborts) puts the message back exactly where it was; a commit
 makes puts and gets visible together. Depth counters on the queue rows change
 in the same transaction, just before commit, which makes MQRC_Q_FULL exact even
-with several processes putting to one queue.
+with several processes putting to one queue; the same statement counts the
+queue's puts and gets (the console's rates).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import fnmatch
 import getpass
 import logging
 import os
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -24,11 +24,11 @@ from functools import cached_property, partial
 from typing import Any
 
 from sqlalchemy import Connection, Engine, inspect
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
-from queues import claims, dlh, opens, sql
+from queues import claims, dlh, opens, sql, turn_watch
 from queues.claims import Claim, Claimant
-from queues.database import READ_ONLY, is_sqlite, make_engine
+from queues.database import READ_ONLY, is_sqlite, make_engine, unavailable
 from queues.definition import CORRELID, MAX_MAX_DEPTH, QueueDefinition, check_attributes
 from queues.errors import MQError, NoMessageAvailable, UnknownObject
 from queues.group_commit import GroupCommit
@@ -96,7 +96,7 @@ def _translated() -> Iterator[None]:
     except MQError:
         raise
     except Exception as exc:
-        if not _unavailable(exc):
+        if not unavailable(exc):
             raise
         raise MQError(
             Reason.MQRC_CONNECTION_BROKEN, f"database unavailable: {getattr(exc, 'orig', exc)}"
@@ -112,22 +112,6 @@ def _waiting() -> Iterator[None]:
     waited = time.monotonic() - started
     if waited >= claims.WAIT_LOGGED_SECONDS:
         log.warning("waited for an earlier claim turn", extra={"seconds": round(waited, 1)})
-
-
-_SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full")
-
-
-def _unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database cannot be reached now (as opposed to a defect).
-    Hot paths use the driver's cursor directly, so driver errors arrive unwrapped too."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    error = exc.orig if isinstance(exc, DBAPIError) else exc
-    if isinstance(error, sqlite3.OperationalError):
-        return any(text in str(error).lower() for text in _SQLITE_UNAVAILABLE)
-    # Not loaded: this process never opened a PostgreSQL connection (SQLite users never load it).
-    psycopg = sys.modules.get("psycopg")
-    return psycopg is not None and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 _I = {name: index for index, name in enumerate(sql.COLUMNS)}
@@ -342,6 +326,9 @@ class UnitOfWork:
         self.connection = connection
         self._definitions: dict[str, QueueDefinition | None] = {}
         self._deltas: dict[str, int] = {}
+        # Messages put and gotten per queue, for the queues' counters (the depth's statement).
+        self._puts: dict[str, int] = {}
+        self._gets: dict[str, int] = {}
         self._gotten: list[int] = []
         self._arrivals: set[str] = set()
         self._turn: int | None = None  # see get_batch(in_turn=True)
@@ -427,6 +414,7 @@ class UnitOfWork:
             sql.insert_messages(self.connection, rows)
         for queue, count in pending.items():
             self._deltas[queue] = self._deltas.get(queue, 0) + count
+            self._puts[queue] = self._puts.get(queue, 0) + count
         self._arrivals.update(pending)
         return PutResult(msg_ids, failed)
 
@@ -438,6 +426,7 @@ class UnitOfWork:
         with _translated():
             sql.insert_messages(self.connection, [row])
         self._deltas[DEAD_LETTER_QUEUE] = self._deltas.get(DEAD_LETTER_QUEUE, 0) + 1
+        self._puts[DEAD_LETTER_QUEUE] = self._puts.get(DEAD_LETTER_QUEUE, 0) + 1
         self._arrivals.add(DEAD_LETTER_QUEUE)
         return row[3]
 
@@ -518,7 +507,7 @@ class UnitOfWork:
             self._sweep_expired(queue, now)
             rows = self._claim_in_turn(claim) if in_turn else claim()
         if rows:
-            self._deltas[queue] = self._deltas.get(queue, 0) - len(rows)
+            self._got(queue, len(rows))
             self._gotten.extend(row[sql.ID] for row in rows)
         return [row_to_message(row, now) for row in rows]
 
@@ -550,8 +539,13 @@ class UnitOfWork:
         if any is gone); a backout puts them back with BackoutCount + 1, as a get's does."""
         with _translated():
             claims.consume(self.connection, claim)
-        self._deltas[claim.queue] = self._deltas.get(claim.queue, 0) - len(claim.ids)
+        self._got(claim.queue, len(claim.ids))
         self._gotten.extend(claim.ids)
+
+    def _got(self, queue: str, count: int) -> None:
+        """``count`` messages gotten from ``queue``: its depth goes down, its get counter up."""
+        self._deltas[queue] = self._deltas.get(queue, 0) - count
+        self._gets[queue] = self._gets.get(queue, 0) + count
 
     def _claim_in_turn(self, claim: Callable[[], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
         """Claim while claims are serialised, and draw a turn if this is the unit of work's
@@ -574,10 +568,12 @@ class UnitOfWork:
     def await_turn(self) -> None:
         """Wait until the unit of work that claimed before this one has ended (see
         :meth:`get_batch`); at once when it has, or when this one took no turn. One that
-        makes no progress is ended by the server within the queue manager's turn timeout
-        (``queues.sql``, claim turns); a long wait is logged."""
+        makes no progress is ended within the queue manager's turn timeout: by the server
+        when it stalls between statements (``queues.sql``, claim turns), by this wait's watch
+        when it stalls inside one (``queues.turn_watch``); a long wait is logged."""
         if self._turn:
-            with _translated(), _waiting():
+            watch = turn_watch.watching(self._qm.engine, self._turn, self._qm.turn_timeout)
+            with _translated(), _waiting(), watch:
                 sql.await_turn(self.connection, self._turn)
             self._turn = 0
 
@@ -632,7 +628,9 @@ class UnitOfWork:
             # The depth rows are locked last, for one statement and the commit only; the
             # arrival notification goes with them (a rollback withdraws it with the rest).
             index_types = {name: d.index_type for name, d in self._definitions.items() if d is not None}
-            refused = sql.apply_depth(self.connection, self._deltas, index_types, self._arrivals)
+            refused = sql.apply_depth(
+                self.connection, self._deltas, index_types, self._arrivals, self._puts, self._gets
+            )
             if refused:
                 self._transaction.rollback()
                 self._gotten.clear()

@@ -68,6 +68,10 @@ queues = Table(
     # none | correlid, as MQ's INDXTYPE: whether gets by CorrelId use an index.
     Column("index_type", String(8), nullable=False, server_default="none"),
     Column("depth", Integer, nullable=False, server_default="0"),
+    # Messages put to the queue and gotten from it since it was defined (MQ's MSGSIN and
+    # MSGSOUT, never reset), changed with the depth in the same statement: the console's rates.
+    Column("put_count", BigInteger, nullable=False, server_default="0"),
+    Column("get_count", BigInteger, nullable=False, server_default="0"),
     Column("created_at", BigInteger, nullable=False),
     Column("altered_at", BigInteger, nullable=False),
 )

@@ -215,22 +215,33 @@ def _returning(stmt: Any, notify: bool) -> Any:
     return stmt.returning(queues.c.name)
 
 
+def _counted(d: Any, p: Any, g: Any) -> dict[str, Any]:
+    """The new depth and the put and get counters: one row update carries all three, so the
+    counters cost no statement of their own."""
+    return {
+        "depth": queues.c.depth + d,
+        "put_count": queues.c.put_count + p,
+        "get_count": queues.c.get_count + g,
+    }
+
+
 def _change_depth(notify: bool) -> Any:
     """One statement for growth and shrinkage: growth only within MAXDEPTH and only if the
-    queue's INDXTYPE is still the one the rows were written for."""
+    queue's INDXTYPE is still the one the rows were written for. A change that leaves the
+    depth as it was (as many gets as puts) only counts them."""
     stmt = (
         update(queues)
         .where(
             queues.c.name == bindparam("q"),
             or_(
-                bindparam("d") < 0,
+                bindparam("d") <= 0,
                 and_(
                     queues.c.depth + bindparam("d") <= queues.c.max_depth,
                     or_(_index_type.is_(None), queues.c.index_type == _index_type),
                 ),
             ),
         )
-        .values(depth=queues.c.depth + bindparam("d"))
+        .values(_counted(bindparam("d"), bindparam("p"), bindparam("g")))
     )
     return _returning(stmt, notify)
 
@@ -251,8 +262,20 @@ def _change_depths(notify: bool) -> Any:
         .prefix_with("MATERIALIZED", dialect="postgresql")
     )
     change = (
-        func.unnest(names, bindparam("deltas", type_=ARRAY(Integer)), bindparam("types", type_=ARRAY(String)))
-        .table_valued(column("q", String), column("d", Integer), column("index_type", String))
+        func.unnest(
+            names,
+            bindparam("deltas", type_=ARRAY(Integer)),
+            bindparam("puts", type_=ARRAY(Integer)),
+            bindparam("gets", type_=ARRAY(Integer)),
+            bindparam("types", type_=ARRAY(String)),
+        )
+        .table_valued(
+            column("q", String),
+            column("d", Integer),
+            column("p", Integer),
+            column("g", Integer),
+            column("index_type", String),
+        )
         .render_derived(name="change", with_types=False)
     )
     stmt = (
@@ -261,14 +284,14 @@ def _change_depths(notify: bool) -> Any:
             queues.c.name == change.c.q,
             queues.c.name.in_(select(locked.c.name)),
             or_(
-                change.c.d < 0,
+                change.c.d <= 0,
                 and_(
                     queues.c.depth + change.c.d <= queues.c.max_depth,
                     or_(change.c.index_type.is_(None), queues.c.index_type == change.c.index_type),
                 ),
             ),
         )
-        .values(depth=queues.c.depth + change.c.d)
+        .values(_counted(change.c.d, change.c.p, change.c.g))
     )
     return _returning(stmt, notify)
 
@@ -278,22 +301,25 @@ def apply_depth(
     deltas: Mapping[str, int],
     index_types: Mapping[str, str] | None = None,
     arrivals: Collection[str] = (),
+    puts: Mapping[str, int] | None = None,
+    gets: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Apply net depth changes, in name order so that concurrent units of work
-    never deadlock on queue rows, and announce ``arrivals`` (:func:`notify_arrivals`).
-    Returns the queues that refused growth (deleted, full since this unit of work
-    looked, or re-indexed: ``index_types`` are the INDXTYPEs the rows were written for).
+    """Apply net depth changes and add ``puts`` and ``gets`` to the queues' counters, in
+    name order so that concurrent units of work never deadlock on queue rows, and announce
+    ``arrivals`` (:func:`notify_arrivals`). Returns the queues that refused growth (deleted,
+    full since this unit of work looked, or re-indexed: ``index_types`` are the INDXTYPEs
+    the rows were written for).
 
     PostgreSQL changes several queues in one statement (one round trip for a
     publication's ten subscriber queues rather than ten), which also carries the
     notification when every arrival has a depth change to carry it; SQLite is
     in-process, where a loop costs nothing extra.
     """
-    types = index_types or {}
+    types, puts, gets = index_types or {}, puts or {}, gets or {}
     params = [
-        {"q": name, "d": delta, "index_type": types.get(name)}
-        for name in sorted(deltas)
-        if (delta := deltas[name])
+        {"q": name, "d": delta, "p": puts.get(name, 0), "g": gets.get(name, 0), "index_type": types.get(name)}
+        for name in sorted(deltas.keys() | puts.keys() | gets.keys())
+        if (delta := deltas.get(name, 0)) or puts.get(name) or gets.get(name)
     ]
     postgresql = conn.dialect.name == "postgresql"
     carried = postgresql and bool(arrivals) and _carries(params, arrivals)
@@ -306,6 +332,8 @@ def apply_depth(
         together = {
             "names": [p["q"] for p in params],
             "deltas": [p["d"] for p in params],
+            "puts": [p["p"] for p in params],
+            "gets": [p["g"] for p in params],
             "types": [p["index_type"] for p in params],
             **notice,
         }
@@ -320,7 +348,7 @@ def apply_depth(
 
 def _carries(params: list[dict[str, Any]], arrivals: Collection[str]) -> bool:
     """Whether the depth statement can raise the arrival notification: one payload, and
-    a changed row for every queue named (a put and a get that cancel out change none)."""
+    a changed row for every queue named (every queue put to has its counter changed)."""
     changed = {p["q"] for p in params}
     return len(arrivals) <= NOTIFY_NAMES and all(name in changed for name in arrivals)
 
@@ -477,13 +505,44 @@ def _take_turn_statement() -> Any:
 
 def await_turn(conn: Connection, turn: int) -> None:
     """Wait until the transaction holding the previous turn has ended (at once if it has)."""
-    previous = turn - 1 if turn > 1 else _LAST_TURN
     fetch_cached(
         conn,
         "await_turn",
         lambda: select(func.pg_advisory_xact_lock_shared(_TURN_CLASS, bindparam("previous", type_=Integer))),
-        {"previous": previous},
+        {"previous": previous_turn(turn)},
     )
+
+
+# A turn's owner that stops inside a statement (its process stopped in the middle of a COPY,
+# or of a message larger than the socket buffer) is not idle in its transaction: the server
+# waits for the rest of the statement's input with no limit. The unit of work waiting for that
+# turn ends such an owner itself once it has shown no progress for the turn timeout
+# (``queues.turn_watch``); these two statements are how it looks and how it ends it.
+
+_STALLED_HOLDER = text(
+    "SELECT a.pid, a.state_change, p.bytes_processed"
+    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " LEFT JOIN pg_stat_progress_copy p ON p.pid = a.pid"
+    " WHERE l.locktype = 'advisory' AND l.classid = :class AND l.objid = :turn AND l.objsubid = 2"
+    " AND l.granted AND l.mode = 'ExclusiveLock' AND a.state = 'active' AND a.wait_event = 'ClientRead'"
+)
+
+
+def turn_holder_reading(conn: Connection, turn: int) -> tuple[Any, ...] | None:
+    """The backend holding the lock of the turn before ``turn`` when it is waiting for its
+    client in the middle of a statement, with what shows its progress (pid, when its
+    statement began, bytes of COPY received); None when no backend holding it is."""
+    row = conn.execute(_STALLED_HOLDER, {"class": TURN_LOCK_CLASS, "turn": previous_turn(turn)}).first()
+    return tuple(row) if row else None
+
+
+def end_backend(conn: Connection, pid: int) -> bool:
+    """End a stalled turn owner's session: its transaction rolls back and its locks go."""
+    return bool(conn.execute(select(func.pg_terminate_backend(pid))).scalar_one())
+
+
+def previous_turn(turn: int) -> int:
+    return turn - 1 if turn > 1 else _LAST_TURN
 
 
 def _claim_statement(by_msg_id: bool, by_correl_id: bool, indexed: bool, skip: Collection[int] = ()) -> Any:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 
-from admin_api.console import dead_letters, network, overview, queues, signin, subscriptions, topics
+from admin_api.console import dead_letters, mqtt, network, overview, queues, signin, subscriptions, topics
 from admin_api.console.pages import PREFIX, redirect, render
-from admin_api.console.rates import Rates
+from admin_api.console.rates import QueueRates, Rates
 from admin_api.console.sessions import Refused, SignInNeeded
 from queues.errors import MQError, UnknownObject
 
-ROUTERS = (signin, overview, queues, dead_letters, subscriptions, topics, network)
+ROUTERS = (signin, overview, queues, dead_letters, subscriptions, topics, network, mqtt)
 HX_REDIRECT = "HX-Redirect"
 
 
@@ -38,6 +38,7 @@ async def _unknown_object(request: Request, exc: Exception) -> Response:
 
 def install(app: FastAPI) -> None:
     app.state.console_rates = Rates()
+    app.state.console_queue_rates = QueueRates()
     app.add_exception_handler(UnknownObject, _unknown_object)
     app.add_exception_handler(SignInNeeded, _sign_in_needed)
     app.add_exception_handler(Refused, _refused)

@@ -21,6 +21,7 @@ from admin_api.models import Counters
 from admin_api.routers.status import live_routers, total
 from admin_api.services import Services, Svc
 from broker.network import manage
+from broker.store import mqtt
 from queues.ids import now_ms
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -52,8 +53,14 @@ def _live(request: Request, svc: Services) -> dict[str, Any]:
         "deepest": svc.qm.deepest_queues(DEEPEST),
         "problems": svc.queue_problems(),
         "neighbours": manage.neighbour_status(svc.qm),
+        "mqtt_sessions": _mqtt_sessions(svc),
         "errors": errors,
     }
+
+
+def _mqtt_sessions(svc: Services) -> tuple[int, int]:
+    with svc.qm.reading() as conn:
+        return mqtt.count_sessions(conn)
 
 
 @router.get("/")

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from admin_api.console.sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, Form, Session, field, secure
 from admin_api.problems import ApiProblem
+from queues.definition import QueueDefinition
 from queues.errors import MQError
 
 PREFIX = "/console"
@@ -56,6 +57,20 @@ def age(ms: int | None) -> str:
     return f"{seconds:.0f} s"
 
 
+def per_second(rate: float | None) -> str:
+    """A rate for people: one decimal below 10 a second, whole numbers above; nothing while
+    there is no rate yet (one sample)."""
+    if rate is None:
+        return ""
+    return f"{rate:.1f}" if rate < 10 else f"{rate:,.0f}"
+
+
+def inhibited(queue: QueueDefinition) -> str:
+    """Which operations an administrator has inhibited on ``queue`` (``put, get``), if any."""
+    flags = (("put", queue.put_enabled), ("get", queue.get_enabled))
+    return ", ".join(operation for operation, enabled in flags if not enabled)
+
+
 def words(reason_name: str) -> str:
     """An MQ reason name for people: ``MQRC_Q_FULL`` -> ``q full``."""
     return reason_name.split("_", 1)[-1].replace("_", " ").lower()
@@ -73,8 +88,15 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-templates.filters.update(when=when, age=age, words=words, segment=segment, q=segment)  # q: a query value
-templates.globals.update(PREFIX=PREFIX, CSRF_FIELD=CSRF_FIELD, CSRF_HEADER=CSRF_HEADER)
+templates.filters.update(
+    when=when,
+    age=age,
+    words=words,
+    segment=segment,
+    q=segment,
+    per_second=per_second,  # q: a query value
+)
+templates.globals.update(PREFIX=PREFIX, CSRF_FIELD=CSRF_FIELD, CSRF_HEADER=CSRF_HEADER, inhibited=inhibited)
 
 
 def render(

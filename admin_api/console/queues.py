@@ -4,6 +4,10 @@ rules, the errors and the audit entries are the API's.
 
 Purge and delete ask first: the GET of ``.../purge`` or ``.../delete`` is a page that says
 what will go, and only its form's POST does it.
+
+Put and get rates come from the queues' counters, sampled each time a queue is shown
+(``admin_api.console.rates.QueueRates``); the list's rows refresh themselves every few
+seconds (``?live=1``: the rows alone), so an open list shows the rates of the last minute.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from admin_api.console.pages import PREFIX, outcome, render, segment
+from admin_api.console.rates import QueueRate, QueueRates
 from admin_api.console.sessions import FormValues, Operating, Operator, Viewing, field
 from admin_api.models import QueueAttributes, QueueCreate
 from admin_api.routers import queues as api
 from admin_api.services import Svc
 from broker.protocol.decoded import decode_message
-from queues import Browsed
+from queues import Browsed, QueueDefinition
 from queues.formatting import body_text, message_json
+from queues.ids import now_ms
 
 router = APIRouter(prefix=f"{PREFIX}/queues", include_in_schema=False)
 
@@ -62,13 +68,27 @@ def shown(found: Browsed) -> dict[str, Any]:
     }
 
 
+def rates(request: Request, shown: list[QueueDefinition]) -> dict[str, QueueRate]:
+    sampler: QueueRates = request.app.state.console_queue_rates
+    return sampler.observe(now_ms(), shown)
+
+
 @router.get("")
 def list_queues(
-    request: Request, session: Viewing, svc: Svc, pattern: str = "*", after: str = ""
+    request: Request, session: Viewing, svc: Svc, pattern: str = "*", after: str = "", live: bool = False
 ) -> HTMLResponse:
     page = svc.qm.queue_page(pattern or "*", after=after, limit=PAGE)
     last = page[-1].definition.name if len(page) == PAGE else None
-    return render(request, "queues.html", session, page=page, pattern=pattern, after=after, next_after=last)
+    return render(
+        request,
+        "_queue_rows.html" if live else "queues.html",
+        session,
+        page=page,
+        rates=rates(request, [head.definition for head in page]),
+        pattern=pattern,
+        after=after,
+        next_after=last,
+    )
 
 
 @router.post("")
@@ -92,6 +112,7 @@ def show_queue(request: Request, session: Viewing, svc: Svc, name: str, after: s
         "queue.html",
         session,
         queue=definition,
+        rate=rates(request, [definition])[name],
         messages=[shown(found) for found in page],
         next_after=api.next_cursor(page, BROWSE_PAGE),
     )

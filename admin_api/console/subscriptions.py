@@ -12,11 +12,13 @@ from admin_api.console.sessions import FormValues, Operating, Viewing
 from admin_api.routers import subscriptions as api
 from admin_api.services import Svc
 from broker import store
+from broker.store.listings import MQRFH2, MQTT
 
 router = APIRouter(prefix=f"{PREFIX}/subscriptions", include_in_schema=False)
 
 PAGE = 50
 ORIGINS = {"": None, "local": False, "proxy": True}
+PROTOCOLS = {"": None, MQRFH2: MQRFH2, MQTT: MQTT}
 
 
 @router.get("")
@@ -28,6 +30,7 @@ def list_subscriptions(
     queue: str = "",
     sub_point: str = "",
     origin: str = "",
+    protocol: str = "",
     after: int = 0,
 ) -> HTMLResponse:
     where = store.SubscriptionFilter(
@@ -35,10 +38,11 @@ def list_subscriptions(
         queue=queue or None,
         sub_point=sub_point or None,
         proxy=ORIGINS.get(origin),
+        protocol=PROTOCOLS.get(protocol),
     )
     with svc.qm.reading() as conn:
         page = store.list_subscriptions(conn, where, after_id=after, limit=PAGE)
-    filters = {"topic": topic, "queue": queue, "sub_point": sub_point, "origin": origin}
+    filters = {"topic": topic, "queue": queue, "sub_point": sub_point, "origin": origin, "protocol": protocol}
     return render(
         request,
         "subscriptions.html",

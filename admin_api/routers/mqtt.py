@@ -1,26 +1,32 @@
 """MQTT sessions: the connected clients and the persistent sessions of the MQTT listener
-(``broker serve --mqtt``), read from the store, whichever process serves the API."""
+(``broker serve --mqtt``), read from the store, whichever process serves the API; and the
+operator's two actions on them, disconnect and delete, which travel to the listener
+through the database (``broker.store.mqtt_requests``), since it may run in another process.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path, Request, Response
 
+from admin_api.auditing import note
 from admin_api.models import MqttSession
-from admin_api.security import ViewerToken
-from admin_api.services import Svc
-from broker.store import mqtt
+from admin_api.problems import responses
+from admin_api.security import OperatorToken, ViewerToken
+from admin_api.services import Services, Svc
+from broker.store import mqtt, mqtt_requests
 
 router = APIRouter(prefix="/api/v1/mqtt", tags=["mqtt"])
 
-
-@router.get(
-    "/sessions",
-    response_model=list[MqttSession],
-    summary="MQTT sessions: connected clients and persistent sessions",
+# MQTT allows ids of 65,535 bytes, but a path that long (percent-encoded, up to 12 characters a
+# character) exceeds what the HTTP server reads in a request line; the CLI takes any id.
+MAX_CLIENT_ID = 1024
+ClientId = Path(
+    min_length=1, max_length=MAX_CLIENT_ID, description="the MQTT client identifier (/ sent as %2F)"
 )
-def list_sessions(_: ViewerToken, svc: Svc) -> list[MqttSession]:
-    with svc.qm.reading() as conn:
-        found = mqtt.list_sessions(conn)
+
+
+def session_out(svc: Services, found: list[mqtt.StoredSession]) -> list[MqttSession]:
+    """The sessions as the API shows them, each with the depth of its queue (one read for all)."""
     depths = svc.qm.inquire_queues([s.queue for s in found])
     return [
         MqttSession(
@@ -36,6 +42,52 @@ def list_sessions(_: ViewerToken, svc: Svc) -> list[MqttSession]:
             queue=s.queue,
             offline_since=s.offline_since,
             dropped=s.dropped,
+            refused=s.refused,
         )
         for s in found
     ]
+
+
+@router.get(
+    "/sessions",
+    response_model=list[MqttSession],
+    summary="MQTT sessions: connected clients and persistent sessions",
+)
+def list_sessions(_: ViewerToken, svc: Svc) -> list[MqttSession]:
+    with svc.qm.reading() as conn:
+        found = mqtt.list_sessions(conn)
+    return session_out(svc, found)
+
+
+@router.post(
+    "/clients/{client_id:name}/disconnect",
+    status_code=202,
+    response_model=MqttSession,
+    summary="Disconnect a connected MQTT client",
+    description="The listener holding the client closes its connection within a second; the client"
+    " did not send DISCONNECT, so its will is published. A persistent session stays (offline);"
+    " a clean one ends. The answer is the session as it was when the request was made.",
+    responses=responses(404),
+)
+def disconnect(token: OperatorToken, svc: Svc, request: Request, client_id: str = ClientId) -> MqttSession:
+    note(request.state, client_id=client_id)
+    stored = mqtt_requests.disconnect(svc.qm, client_id, f"{token.principal} through the admin API")
+    return session_out(svc, [stored])[0]
+
+
+@router.delete(
+    "/sessions/{client_id:name}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete an MQTT session (its client disconnected first)",
+    description="Its subscriptions, its queue with the messages waiting and its in-flight state go;"
+    " the client's next connection starts a new session (session present 0). Carried out by the"
+    " MQTT listener: 503 if none did within the API's command timeout (10 s by default).",
+    responses=responses(404, 503),
+)
+def delete_session(token: OperatorToken, svc: Svc, request: Request, client_id: str = ClientId) -> Response:
+    note(request.state, client_id=client_id)
+    reason = f"{token.principal} through the admin API"
+    stored = mqtt_requests.delete_session(svc.qm, client_id, reason, timeout=svc.commands.timeout)
+    note(request.state, user=stored.user_id, queue=stored.queue)
+    return Response(status_code=204)

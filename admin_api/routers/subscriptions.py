@@ -13,6 +13,8 @@ what the first does.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -77,10 +79,15 @@ def list_subscriptions(
     queue: str | None = Query(None, pattern=QUEUE_NAME),
     qmgr: str | None = Query(None, pattern=QUEUE_NAME),
     user: str | None = Query(None, pattern=USER_ID),
+    protocol: Literal["mqrfh2", "mqtt"] | None = Query(
+        None, description="mqtt: the subscriptions of MQTT sessions; mqrfh2: every other"
+    ),
     after: int = Query(0, ge=0, le=MAX_ID, description="id of the last subscription of the previous page"),
     limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
 ) -> SubscriptionPage:
-    where = store.SubscriptionFilter(topic=topic, sub_point=sub_point, queue=queue, q_mgr=qmgr, user_id=user)
+    where = store.SubscriptionFilter(
+        topic=topic, sub_point=sub_point, queue=queue, q_mgr=qmgr, user_id=user, protocol=protocol
+    )
     with svc.qm.reading() as conn:
         page = store.list_subscriptions(conn, where, after_id=after, limit=limit)
     return SubscriptionPage(

@@ -12,7 +12,7 @@ p50/p99 are measured at the client:
 * anchor: ``GET /health``, what any request costs on this machine (HTTP, uvicorn, no database);
 * the API's queue listing, ``GET /api/v1/queues?limit=50``, at offset 0 and at a random offset in
   the second half (the page is cut in SQL);
-* queues, first page: ``/console/queues``, 50 queues with depth and oldest message age;
+* queues, first page: ``/console/queues``, 50 queues with depth, oldest message age and rates;
 * queues, deep page: 50 queues after a random name in the second half (keyset);
 * queues by pattern: ``BENCH.Q0<d>*`` (a thousandth of the queues match);
 * overview, live part: ``/console/overview/live``, what the overview fetches every 2 s;

@@ -5,7 +5,8 @@ of its own: anonymous clients, no persistence, and no limit on queued QoS 1 / 2 
 messages in flight (``max_queued_messages 0``, ``max_inflight_messages 0``). Its default of 1,000
 queued messages per client silently drops QoS 1 and 2 deliveries to a subscriber that lags,
 which would count as speed. Target: ``broker serve --mqtt`` on a fresh database of each kind in
-``--databases``.
+``--databases``, with as many QoS 1 / 2 messages in flight per client as MQTT's packet ids allow
+(``mqtt_max_inflight`` 65,535, its counterpart of Mosquitto's no limit).
 
 Throughput, at QoS 0, 1 and 2 (subscription QoS = publication QoS): 10 subscribers on
 ``bench/#`` and ``--publishers`` publishers on ``bench/<n>/x``, 256-byte payloads, each publisher
@@ -47,6 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.bench import mqtt_scale
 from broker.bench.mqtt_load import (
     Connection,
     PublisherResult,
@@ -72,6 +74,8 @@ IDLE_KEEPALIVE = 60
 # The issue's targets: ours / Mosquitto at least this, per QoS; and p99 under 10 ms at 1,000/s.
 DELIVERY_TARGETS = {0: 0.5, 1: 0.7, 2: 1.0}
 P99_TARGET_MS = 10.0
+MAX_INFLIGHT = 65535  # every packet id: the broker's counterpart of Mosquitto's max_inflight_messages 0
+IDLE_TARGET_KB = 10.0  # resident memory per idle connection (KiB, as VmRSS counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,17 +237,21 @@ def mosquitto(label: str = "mosquitto", *, max_queued: int = 0, max_inflight: in
 
 
 @contextmanager
-def broker(kind: str, pg_url: str) -> Iterator[Server]:
-    """``broker serve --mqtt`` on a throw-away database; anonymous MQTT clients act as ``bench``."""
+def broker(kind: str, pg_url: str, processes: int = 1) -> Iterator[Server]:
+    """``broker serve --mqtt`` on a throw-away database, with ``processes`` listener processes;
+    anonymous MQTT clients act as ``bench``, and each may have as many QoS 1/2 messages in
+    flight as MQTT's packet ids allow."""
     with scratch_database(kind, pg_url, "mqtt") as url:
         port = free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith("BROKER_")}
         env["BROKER_MQTT_ANONYMOUS"] = "bench"
+        env["BROKER_MQTT_MAX_INFLIGHT"] = str(MAX_INFLIGHT)  # as Mosquitto's: no limit but MQTT's
         argv = [sys.executable, "-m", "broker.cli", "--db", url, "--qmgr", "QM1", "--log-format", "json"]
-        argv += ["serve", "--mqtt", f"127.0.0.1:{port}"]
+        argv += ["serve", "--mqtt", f"127.0.0.1:{port}", "--mqtt-processes", str(processes)]
         with log_file().open("ab") as out:
             process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=out)
-        with running(Server(f"broker ({kind})", port, process, log_file())) as server:
+        name = f"broker ({kind})" if processes == 1 else f"broker ({kind}, {processes} processes)"
+        with running(Server(name, port, process, log_file())) as server:
             yield server
 
 
@@ -261,6 +269,8 @@ class Workload:
     idle: int = 2_000
     idle_seconds: float = 3.0  # how long subscribers wait for stragglers once publishing is over
     repeat: int = 2  # throughput runs per QoS; the fastest is shown, what any run missed is counted
+    connections: int = 0  # the connection-scale figures with this many clients (0: none)
+    mqtt_processes: tuple[int, ...] = (1,)  # the broker with each of these listener process counts
 
 
 def _run_id() -> str:
@@ -413,11 +423,19 @@ def measure(server: Server, load: Workload) -> dict[str, Any]:
     return {
         "server": server.name,
         "idle": idle(server, load.idle),
+        "scale": connection_scale(server, load.connections) if load.connections else None,
         "throughput": [
             [throughput(server, qos, load, load.processes) for _ in range(load.repeat)] for qos in QOS_LEVELS
         ],
         "latency": latency(server, load, load.processes),
     }
+
+
+def connection_scale(server: Server, count: int) -> mqtt_scale.Scale:
+    """``count`` clients with one subscription each: connect rate, memory, one fan-out."""
+    return asyncio.run(
+        mqtt_scale.measure("127.0.0.1", server.port, count, lambda: rss_kb(server.process.pid), server.name)
+    )
 
 
 def fastest(runs: Sequence[Throughput]) -> Throughput:
@@ -443,12 +461,17 @@ def run(
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
         "servers": [],
     }
+    if load.connections:
+        mqtt_scale.raise_file_limit(load.connections + 256)  # the servers started here inherit it
     with mosquitto() as anchor:
         results["servers"].append(measure(anchor, load))
-    targets = databases if target == "broker" else ("mosquitto",)
-    for kind in targets:
-        with broker(kind, pg_url) if target == "broker" else mosquitto("mosquitto (target)") as server:
+    if target != "broker":
+        with mosquitto("mosquitto (target)") as server:
             results["servers"].append(measure(server, load))
+    for kind in databases if target == "broker" else ():
+        for processes in load.mqtt_processes:
+            with broker(kind, pg_url, processes) as server:
+                results["servers"].append(measure(server, load))
     results["headroom"] = headroom(load)
     return results
 
@@ -495,9 +518,37 @@ def _ratios(anchor: dict[str, Any], target: dict[str, Any]) -> list[str]:
         f"  p99 latency             {_ratio(mine_l.p99_ms, theirs_l.p99_ms):>6}   "
         f"target < {P99_TARGET_MS:.0f} ms at {mine_l.rate:,}/s QoS 1: {mine_l.p99_ms:.1f} ms, {met}"
     )
-    idle_ratio = _ratio(target["idle"].kb_per_connection, anchor["idle"].kb_per_connection)
-    lines.append(f"  RSS per idle connection {idle_ratio:>6}")
+    mine_idle = target["idle"].kb_per_connection
+    idle_ratio = _ratio(mine_idle, anchor["idle"].kb_per_connection)
+    met = "met" if mine_idle < IDLE_TARGET_KB else "NOT met"
+    target_text = f"target < {IDLE_TARGET_KB:.0f} KB: {mine_idle:.1f} KB, {met}"
+    lines.append(f"  RSS per idle connection {idle_ratio:>6}   {target_text}")
+    mine, theirs = target["scale"], anchor["scale"]
+    if mine is not None and theirs is not None:
+        lines += [
+            f"  connections/s           {_ratio(mine.connects_per_second, theirs.connects_per_second):>6}",
+            f"  RSS per subscribed one  {_ratio(mine.kb_per_connection, theirs.kb_per_connection):>6}",
+            *(
+                f"  fan-out time QoS {ours.qos}      {_ratio(ours.seconds, base.seconds):>6}"
+                for ours, base in zip(mine.fanouts, theirs.fanouts, strict=True)
+            ),
+        ]
     return lines
+
+
+def _scale_lines(scale: mqtt_scale.Scale) -> list[str]:
+    fanouts = ", ".join(
+        f"QoS {f.qos} {1000 * f.seconds:,.0f} ms ({f.received:,} of {scale.connections:,} received)"
+        for f in scale.fanouts
+    )
+    return [
+        f"scale: {scale.connections:,} connections (keepalive {mqtt_scale.KEEPALIVE}, one subscription "
+        "each): "
+        f"connect {scale.connects_per_second:,.0f}/s ({scale.connect_seconds:.1f} s), "
+        f"subscribe {scale.subscribe_seconds:.1f} s, RSS {scale.rss_before_kb / 1024:,.1f} -> "
+        f"{scale.rss_after_kb / 1024:,.1f} MB, {scale.kb_per_connection:.1f} KB per connection",
+        f"fan-out of one publication to all of them: {fanouts}",
+    ]
 
 
 def report(results: dict[str, Any]) -> str:
@@ -528,6 +579,7 @@ def report(results: dict[str, Any]) -> str:
             f"idle: {quiet.connections:,} connections (keepalive {IDLE_KEEPALIVE}): RSS "
             f"{quiet.rss_before_kb / 1024:,.1f} -> {quiet.rss_after_kb / 1024:,.1f} MB, "
             f"{quiet.kb_per_connection:.1f} KB per connection",
+            *(_scale_lines(server["scale"]) if server["scale"] is not None else []),
             "",
         ]
     anchor, *targets = results["servers"]
@@ -552,6 +604,7 @@ QUICK = Workload(
     idle=50,
     idle_seconds=2.0,
     repeat=1,
+    connections=100,
 )
 
 
@@ -575,11 +628,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND,...",
         help="sqlite, postgresql or both (default both)",
     )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N clients with one subscription each: connect rate, memory, one fan-out (0: not run)",
+    )
+    parser.add_argument(
+        "--mqtt-processes",
+        type=process_counts,
+        default=(1,),
+        metavar="N,...",
+        help="measure the broker with each of these MQTT listener process counts (default 1)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks the harness, not the speed")
     parser.add_argument("--json", action="store_true", help="print JSON")
     # Mosquitto as the target too: checks the harness against itself (the ratios should be ~1).
     parser.add_argument("--target", choices=("broker", "mosquitto"), default="broker", help=argparse.SUPPRESS)
+
+
+def process_counts(text: str) -> tuple[int, ...]:
+    counts = tuple(positive(part) for part in text.split(","))
+    return tuple(dict.fromkeys(counts))
 
 
 def command(args: argparse.Namespace) -> None:
@@ -597,6 +669,8 @@ def command(args: argparse.Namespace) -> None:
             args.latency_seconds,
             args.idle,
             repeat=args.repeat,
+            connections=args.connections,
+            mqtt_processes=args.mqtt_processes,
         )
     )
     results = run(load, args.databases, pg_url=args.pg_url, target=args.target)

@@ -51,6 +51,7 @@ class Context:
                         "mqtt_tls_listen",
                         "mqtt_ws_listen",
                         "mqtt_wss_listen",
+                        "mqtt_processes",
                         "tls_cert",
                         "tls_key",
                         "tls_client_ca",

@@ -1,7 +1,10 @@
-"""``broker mqtt ...``: MQTT principals' passwords and the stored sessions.
+"""``broker mqtt ...``: MQTT principals' passwords, the stored sessions, and an operator's
+disconnect of a client or deletion of a session.
 
 A password is read from the terminal (or one line of standard input with
-``--password-stdin``) and stored only as a salted scrypt hash.
+``--password-stdin``) and stored only as a salted scrypt hash. Disconnect and delete are
+requests to the MQTT listener through the database (``broker.store.mqtt_requests``), as
+the admin API makes them: the listener may run in another process.
 """
 
 from __future__ import annotations
@@ -30,6 +33,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     remove.set_defaults(handler=remove_user)
     sessions = sub.add_parser("sessions", help="the stored MQTT sessions (connected or persistent)")
     sessions.set_defaults(handler=list_sessions)
+    disconnect = sub.add_parser(
+        "disconnect", help="close a connected client's connection (its will is published)"
+    )
+    disconnect.add_argument("client_id", metavar="CLIENT_ID")
+    disconnect.set_defaults(handler=disconnect_client)
+    delete = sub.add_parser(
+        "delete-session",
+        help="delete a session (its client disconnected first): subscriptions, queued and in-flight messages",
+    )
+    delete.add_argument("client_id", metavar="CLIENT_ID")
+    delete.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the MQTT listener (default 10)"
+    )
+    delete.set_defaults(handler=delete_session)
 
 
 def _password(ctx: Context) -> bytes:
@@ -81,6 +98,30 @@ def remove_user(ctx: Context) -> None:
     ctx.emit({"user": ctx.args.user}, f"MQTT principal {ctx.args.user} removed")
 
 
+def _reason() -> str:
+    return f"{getpass.getuser()} through the CLI"
+
+
+def disconnect_client(ctx: Context) -> None:
+    from broker.store import mqtt_requests
+
+    stored = mqtt_requests.disconnect(ctx.qm, ctx.args.client_id, _reason())
+    ctx.emit(
+        {"client_id": stored.client_id, "user": stored.user_id, "requested": True},
+        f"disconnect of MQTT client {stored.client_id} requested",
+    )
+
+
+def delete_session(ctx: Context) -> None:
+    from broker.store import mqtt_requests
+
+    stored = mqtt_requests.delete_session(ctx.qm, ctx.args.client_id, _reason(), timeout=ctx.args.timeout)
+    ctx.emit(
+        {"client_id": stored.client_id, "user": stored.user_id, "queue": stored.queue, "deleted": True},
+        f"MQTT session {stored.client_id} deleted",
+    )
+
+
 def list_sessions(ctx: Context) -> None:
     from broker.store import mqtt
 
@@ -88,12 +129,12 @@ def list_sessions(ctx: Context) -> None:
         found = mqtt.list_sessions(conn)
     lines = [
         f"{'CLIENT ID':<24}  {'USER':<12}  {'ONLINE':<6}  {'CLEAN':<5}  {'VERSION':<7}  {'IN FLIGHT':>9}  "
-        f"{'DROPPED':>7}  {'ADDRESS':<21}  SINCE"
+        f"{'DROPPED':>7}  {'REFUSED':>7}  {'ADDRESS':<21}  SINCE"
     ]
     lines += [
         f"{s.client_id:<24}  {s.user_id:<12}  {_yes(s.online):<6}  {_yes(s.clean):<5}  "
         f"{'3.1.1' if s.protocol_level == 4 else '3.1':<7}  {s.in_flight:>9}  {s.dropped:>7}  "
-        f"{s.address:<21}  {local_time(s.connected_at)}"
+        f"{s.refused:>7}  {s.address:<21}  {local_time(s.connected_at)}"
         for s in found
     ]
     ctx.emit(
@@ -104,6 +145,7 @@ def list_sessions(ctx: Context) -> None:
                 "online": s.online,
                 "in_flight": s.in_flight,
                 "dropped": s.dropped,
+                "refused": s.refused,
                 "offline_since": s.offline_since,
                 "clean": s.clean,
                 "protocol_level": s.protocol_level,

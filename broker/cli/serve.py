@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from broker.service.mqtt import Endpoint, MqttThread
     from broker.service.router import RoutingService
+    from broker.service.router_pool import ProcessPool
 
 
 def add_listen_flags(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         ("--mqtt-wss", "mqtt_wss_listen", "MQTT over WebSockets and TLS at /mqtt"),
     ):
         serve.add_argument(flag, dest=setting, metavar="[HOST:]PORT", help=f"also serve {what} ({setting})")
+    serve.add_argument(
+        "--mqtt-processes",
+        dest="mqtt_processes",
+        type=int,
+        help="MQTT listener processes sharing the MQTT ports and sessions (default mqtt_processes, 1)",
+    )
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
     serve.set_defaults(handler=run)
@@ -81,25 +88,44 @@ def run(ctx: Context) -> None:
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)
     pool.start()
-    listener = None
+    listener = listeners = None
     try:
         listener = _mqtt(ctx, service, endpoints)
+        listeners = _mqtt_processes(ctx, endpoints)
         _serve(ctx, service, tls)
     finally:
+        if listeners is not None:
+            listeners.stop()
         if listener is not None:
             listener.stop()
         pool.stop()
 
 
 def _mqtt(ctx: Context, service: RoutingService, endpoints: list[Endpoint]) -> MqttThread | None:
-    """The MQTT listener on its own thread beside the routing loop, when configured."""
+    """The MQTT listener on its own thread beside the routing loop, when configured (the
+    primary one, started before any other listener process: it marks sessions offline)."""
     if not endpoints:
         return None
     from broker.service.mqtt import MqttThread
 
-    listener = MqttThread(ctx.qm, ctx.settings, endpoints, service.metrics, failed=service.stop)
+    shared = ctx.settings.mqtt_processes > 1
+    listener = MqttThread(
+        ctx.qm, ctx.settings, endpoints, service.metrics, failed=service.stop, shared=shared
+    )
     listener.start()
     return listener
+
+
+def _mqtt_processes(ctx: Context, endpoints: list[Endpoint]) -> ProcessPool | None:
+    """``mqtt_processes - 1`` more listener processes on the same ports."""
+    if not endpoints or ctx.settings.mqtt_processes < 2:
+        return None
+    from broker.service.mqtt.processes import listen
+    from broker.service.router_pool import ProcessPool
+
+    pool = ProcessPool(ctx.settings, ctx.settings.mqtt_processes, listen, "mqtt listener")
+    pool.start()
+    return pool
 
 
 def api_tls(ctx: Context) -> ssl.SSLContext | None:

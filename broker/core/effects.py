@@ -9,6 +9,7 @@ so that the next command of a batch sees them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.core.retained import RetainedPublication
@@ -31,6 +32,20 @@ class Put:
     q_mgr: str = ""
     kind: str = DELIVERY
     topic: str = ""  # for deliveries: the (first) topic, for logs
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """A delivery to a local queue whose subscriber a shell may hand publications to itself
+    (:attr:`~broker.core.state.BrokerState.direct`): the message is built only if it goes
+    on the queue after all (:meth:`put`), never for a publication handed over another way."""
+
+    queue: str
+    build: Callable[[], Message]
+    topic: str  # the (first) topic the subscriber matched
+
+    def put(self) -> Put:
+        return Put(self.queue, self.build(), "", DELIVERY, self.topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +80,7 @@ class DeadLetter:
     reason: int
 
 
-Effect = Put | AddSubscription | RemoveSubscription | SetRetained | DeleteRetained | DeadLetter
+Effect = Put | Deliver | AddSubscription | RemoveSubscription | SetRetained | DeleteRetained | DeadLetter
 
 
 @dataclass(frozen=True, slots=True)

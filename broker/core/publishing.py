@@ -20,6 +20,7 @@ each topic deleted. Without DelOpt Local it is passed on to every neighbour.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from broker.core import neighbours
 from broker.core.authority import Permission
@@ -27,6 +28,7 @@ from broker.core.effects import (
     DELIVERY,
     FORWARD,
     DeleteRetained,
+    Deliver,
     Outcome,
     Put,
     RemoveSubscription,
@@ -177,11 +179,13 @@ def _deliver(
             )
             request.effects.append(Put(identity.queue, message, identity.q_mgr, FORWARD, matched[0]))
         else:
-            message = publication.to_subscriber(
-                sub, identity, tuple(matched), retained=retained_copy, expiry=expiry
-            )
+            to = publication.to_subscriber
+            build = partial(to, sub, identity, tuple(matched), retained=retained_copy, expiry=expiry)
             q_mgr = "" if identity.q_mgr == state.qmgr else identity.q_mgr
-            request.effects.append(Put(identity.queue, message, q_mgr, DELIVERY, matched[0]))
+            if not q_mgr and identity.queue in state.direct:
+                request.effects.append(Deliver(identity.queue, build, matched[0]))
+            else:
+                request.effects.append(Put(identity.queue, build(), q_mgr, DELIVERY, matched[0]))
     if expired:
         _remove_expired(request, list(expired.values()))
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from broker.core.authority import Permission
-from broker.core.effects import DeadLetter, Effect, Outcome, Put
+from broker.core.effects import DELIVERY, DeadLetter, Deliver, Effect, Outcome, Put
 from broker.core.replies import reply
 from broker.core.state import BrokerState
 from broker.protocol import brokerpath, pscr, rfh2
@@ -121,6 +121,8 @@ def _outcome(request: Request, effects: list[Effect], response: pscr.Response, d
     for effect in effects:
         if isinstance(effect, Put):
             counts[effect.kind] = counts.get(effect.kind, 0) + 1
+        elif isinstance(effect, Deliver):
+            counts[DELIVERY] = counts.get(DELIVERY, 0) + 1
     first = response.items[0] if response.items else None
     return Outcome(
         effects=tuple(effects),

@@ -14,7 +14,7 @@ batch's later commands see its earlier ones and every shell stays in step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -80,6 +80,9 @@ class BrokerState:
         self._retained: dict[str, TopicIndex[RetainedPublication]] = {}
         self._global: dict[tuple[str, str], dict[str | None, int]] = {}
         self._next_seq = 1
+        # Local queues whose deliveries come as Deliver effects: a shell that hands publications
+        # to their subscribers itself (the MQTT listener's connected clients) names them here.
+        self.direct: Container[str] = frozenset()
 
     @property
     def qmgr(self) -> str:

@@ -57,6 +57,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypeVar
 
 from lxml import etree
@@ -86,6 +87,8 @@ MAX_SUB_IDENTITY_LENGTH = 128
 """Longest SubIdentity (MQ_SUB_IDENTITY_LENGTH); longer is 3154."""
 ERROR_TOPIC_LENGTH = 256
 """How much of an offending topic an error carries, as IBM's broker does."""
+CACHED_FOLDER = 1024
+"""Longest folder whose parsed command is remembered (1,024 of them at most)."""
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -266,11 +269,20 @@ def _too_big(folder: str) -> bool:
 
 
 def parse(folder: str) -> Command:
-    """The command in ``folder`` (the text of one ``<psc>`` NameValueData)."""
+    """The command in ``folder`` (the text of one ``<psc>`` NameValueData). Commands are
+    immutable, so a short folder seen lately is parsed once: every publication of an MQTT
+    client on one topic carries the same ``<psc>``, as do an application's repeated ones."""
+    return _parse_cached(folder) if len(folder) <= CACHED_FOLDER else _parse(folder)
+
+
+def _parse(folder: str) -> Command:
     properties = _properties(load_folder(folder, "psc"))
     grammar = _grammar(properties)
     grammar.check_properties(properties)
     return grammar.build(properties, grammar.options(properties), folder)
+
+
+_parse_cached = lru_cache(maxsize=1024)(_parse)
 
 
 def command_name(folder: str) -> str | None:

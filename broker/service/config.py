@@ -70,6 +70,12 @@ class Settings:
     mqtt_anonymous: str = ""
     mqtt_max_inflight: int = 100
     mqtt_max_packet_size: int = 4 * 1024 * 1024
+    # A client whose unsent output passes mqtt_max_output_bytes (it does not read) loses the
+    # QoS 0 deliveries made meanwhile; its QoS 1/2 ones wait on its session queue.
+    mqtt_max_output_bytes: int = 1024 * 1024
+    # Listener processes sharing the MQTT ports (SO_REUSEPORT) and the sessions, through the
+    # database (broker.service.mqtt.processes).
+    mqtt_processes: int = 1
     # Housekeeping of the sessions no client is connected to (broker.service.mqtt.housekeeping):
     # one offline longer than mqtt_session_expiry seconds is removed with its subscriptions and
     # messages (0 = never); one holding more than mqtt_max_queued messages loses its oldest

@@ -157,3 +157,8 @@ class MqttMetrics:
             "Messages dropped from offline MQTT sessions over mqtt_max_queued",
             registry=r,
         )
+        self.slow_dropped = Counter(
+            "broker_mqtt_slow_dropped",
+            "QoS 0 deliveries dropped: the client's unsent output was over mqtt_max_output_bytes",
+            registry=r,
+        )

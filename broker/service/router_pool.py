@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
 from broker.service import logs
@@ -45,6 +46,8 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 def check(settings: Settings) -> None:
     if settings.routers < 1:
         raise ConfigError(f"routers must be at least 1, not {settings.routers}")
+    if settings.mqtt_processes < 1:
+        raise ConfigError(f"mqtt_processes must be at least 1, not {settings.mqtt_processes}")
     if settings.turn_timeout < 1:
         raise ConfigError(f"turn_timeout must be at least 1 second, not {settings.turn_timeout}")
 
@@ -80,66 +83,93 @@ def end_with_parent(parent: int) -> None:
 def _stop_when_orphaned(service: RoutingService, parent: int) -> None:
     """The check behind the parent-death signal (another platform, a signal lost): once the
     serving process is gone, finish the batch in hand and stop."""
-    while not service.stopping:
+    watch_parent(parent, service.stop, lambda: service.stopping)
+
+
+def watch_parent(parent: int, stop: Callable[[], None], stopping: Callable[[], bool]) -> None:
+    """Call ``stop`` once process ``parent`` is gone (until ``stopping`` says it is done)."""
+    while not stopping():
         if os.getppid() != parent:
             log.warning("serving process gone; stopping", extra={"parent": parent})
-            service.stop()
+            stop()
             return
         time.sleep(PARENT_CHECK_SECONDS)
 
 
-class RouterPool:
-    """``settings.routers - 1`` routing processes, kept running until :meth:`stop`."""
+class ProcessPool:
+    """``count - 1`` processes beside the serving one, each running
+    ``target(settings, parent)``, kept running until :meth:`stop`: the extra routers, and the
+    extra MQTT listener processes (``mqtt_processes``, ``broker.service.mqtt.processes``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, count: int, target: Callable[[Settings, int], None], kind: str
+    ) -> None:
         self._settings = settings
+        self._count = count
+        self._target = target
+        self._kind = kind
         self._context = multiprocessing.get_context("spawn")
         self._processes: list[BaseProcess] = []
         self._stopping = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="router-pool", daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name=f"{kind}-pool", daemon=True)
 
     def start(self) -> None:
-        self._processes = [self._spawn(n) for n in range(1, self._settings.routers)]
+        self._processes = [self._spawn(n) for n in range(1, self._count)]
         if self._processes:
             self._watcher.start()
 
     def _spawn(self, number: int) -> BaseProcess:
         # The parent-death signal follows the thread that starts the process: the main thread,
-        # or the watcher for a restarted router; both last as long as the pool.
+        # or the watcher for a restarted one; both last as long as the pool.
         process = self._context.Process(
-            target=route, args=(self._settings, os.getpid()), name=f"router-{number}", daemon=False
+            target=self._target,
+            args=(self._settings, os.getpid()),
+            name=f"{self._kind.replace(' ', '-')}-{number}",
+            daemon=False,
         )
         process.start()
-        log.info("router process started", extra={"router": number, "pid": process.pid})
+        log.info(f"{self._kind} process started", extra={self._key: number, "pid": process.pid})
         return process
+
+    @property
+    def _key(self) -> str:
+        return self._kind.split()[-1]
 
     def _watch(self) -> None:
         while not self._stopping.wait(RESTART_SECONDS):
             self.restart_dead()
 
     def restart_dead(self) -> None:
-        """Start again every router that died; one that exited with 0 was asked to stop
+        """Start again every process that died; one that exited with 0 was asked to stop
         (a SIGINT typed in a terminal reaches every process of the group) and stays so."""
         for index, process in enumerate(self._processes):
             if process.is_alive() or process.exitcode == 0 or self._stopping.is_set():
                 continue
             log.error(
-                "router process ended; starting it again",
-                extra={"router": index + 1, "pid": process.pid, "exit_code": process.exitcode},
+                f"{self._kind} process ended; starting it again",
+                extra={self._key: index + 1, "pid": process.pid, "exit_code": process.exitcode},
             )
             self._processes[index] = self._spawn(index + 1)
 
     def stop(self) -> None:
-        """Ask every router to finish its batch, then wait for them (kill after a minute)."""
+        """Ask every process to finish its work in hand, then wait for them (kill after a
+        minute)."""
         self._stopping.set()
         if self._watcher.is_alive():
             self._watcher.join()
         for process in self._processes:
             if process.is_alive():
-                process.terminate()  # SIGTERM: RoutingService finishes the batch in hand
+                process.terminate()  # SIGTERM: a router finishes the batch in hand
         for process in self._processes:
             process.join(STOP_SECONDS)
             if process.is_alive():
-                log.error("router process did not stop; killing it", extra={"pid": process.pid})
+                log.error(f"{self._kind} process did not stop; killing it", extra={"pid": process.pid})
                 process.kill()
                 process.join()
+
+
+class RouterPool(ProcessPool):
+    """``settings.routers - 1`` routing processes."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, settings.routers, route, "router")

@@ -141,7 +141,9 @@ def write(
     if consumed:
         deltas[snapshot.stream] = deltas.get(snapshot.stream, 0) - consumed
     index_types = {name: d.index_type for name, d in snapshot.definitions.items()}
-    refused = sql.apply_depth(conn, deltas, index_types, arrivals=tuple(written))
+    # Gets as the service counts them: the messages routed, not the expired ones removed.
+    gets = {snapshot.stream: summary.messages} if consumed else {}
+    refused = sql.apply_depth(conn, deltas, index_types, tuple(written), puts=written, gets=gets)
     if refused:
         raise MQError(Reason.MQRC_Q_FULL, f"no room left on {', '.join(refused)}")
 

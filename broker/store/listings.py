@@ -12,9 +12,14 @@ from broker.core.retained import RetainedPublication
 from broker.core.subscription import Subscription, SubscriptionKey
 from broker.core.topics import SEPARATOR, levels_match, literal_prefix, matches, split_levels
 from broker.protocol.options import RegOpt, option_names
+from broker.store.mqtt import QUEUE_PREFIX as MQTT_QUEUE_PREFIX
 from broker.store.rows import retained_from_row, subscription_from_row, subscription_hash
 from broker.store.schema import TOPIC_HEAD, retained, subscriptions
 from queues.sql import like_prefix
+
+MQTT = "mqtt"
+MQRFH2 = "mqrfh2"
+PROTOCOLS = (MQRFH2, MQTT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +30,9 @@ class SubscriptionFilter:
     q_mgr: str | None = None
     user_id: str | None = None
     proxy: bool | None = None  # True: only proxy subscriptions (from neighbours); False: only local
+    # MQTT: those of MQTT sessions (recognised by their session queues, SYSTEM.MQTT.*, which
+    # only the listener defines); MQRFH2: every other (applications', proxies')
+    protocol: str | None = None
 
 
 def list_subscriptions(
@@ -44,6 +52,9 @@ def list_subscriptions(
     if where.proxy is not None:
         origin = subscriptions.c.origin
         conditions.append(origin.isnot(None) if where.proxy else origin.is_(None))
+    if where.protocol is not None:
+        mqtt_queue = subscriptions.c.queue.like(like_prefix(MQTT_QUEUE_PREFIX), escape="\\")
+        conditions.append(mqtt_queue if where.protocol == MQTT else ~mqtt_queue)
     # Subscription topics are patterns themselves: their '#'/'+' levels are compared as text.
     pattern = split_levels(where.topic) if where.topic is not None else None
     prefix = literal_prefix(where.topic) if where.topic is not None else ""

@@ -16,12 +16,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache, partial
 from hashlib import blake2b
+from typing import Any, cast
 
-from sqlalchemy import Connection, Delete, Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Delete,
+    Table,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
 
 from broker.store.schema import (
     mqtt_inbound,
@@ -30,12 +45,16 @@ from broker.store.schema import (
     mqtt_sessions,
     mqtt_subscriptions,
 )
+from queues import sql
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 
 
+@lru_cache(maxsize=16384)
 def session_key(client_id: str) -> bytes:
+    """The key of ``client_id``'s rows (remembered: a batch names its connected clients' keys
+    once per message stored or acknowledged)."""
     return blake2b(client_id.encode("utf-8"), digest_size=16, person=b"mqtt-session").digest()
 
 
@@ -114,6 +133,7 @@ class StoredSession:
     in_flight: int = 0  # outbound messages sent and not yet acknowledged
     offline_since: int = 0  # epoch ms its client went (0 while online)
     dropped: int = 0  # messages dropped over the queued-message limit, since it was created
+    refused: int = 0  # its client's publications and subscriptions the broker refused
 
     @property
     def key(self) -> bytes:
@@ -137,16 +157,29 @@ def find_session(conn: Connection, client_id: str) -> StoredSession | None:
     return None if row is None else _session(row)
 
 
-def list_sessions(conn: Connection) -> list[StoredSession]:
-    """Every stored session, with its count of unacknowledged outbound messages."""
+def list_sessions(
+    conn: Connection, *, after: str | None = None, limit: int | None = None
+) -> list[StoredSession]:
+    """The stored sessions by client id (those after ``after``, at most ``limit``: a page),
+    each with its count of unacknowledged outbound messages."""
     in_flight = (
         select(func.count())
         .where(mqtt_outbound.c.session_key == mqtt_sessions.c.session_key)
         .scalar_subquery()
         .label("in_flight")
     )
-    rows = conn.execute(select(mqtt_sessions, in_flight).order_by(mqtt_sessions.c.client_id))
-    return [_session(row) for row in rows]
+    statement = select(mqtt_sessions, in_flight).order_by(mqtt_sessions.c.client_id).limit(limit)
+    if after is not None:
+        statement = statement.where(mqtt_sessions.c.client_id > after)
+    return [_session(row) for row in conn.execute(statement)]
+
+
+def count_sessions(conn: Connection) -> tuple[int, int]:
+    """(sessions with a client connected, sessions): one aggregate, for the console's overview."""
+    online, total = conn.execute(
+        select(func.coalesce(func.sum(mqtt_sessions.c.online), 0), func.count())
+    ).one()
+    return int(online), int(total)
 
 
 def set_offline(conn: Connection, now: int, client_ids: Sequence[str] | None = None) -> None:
@@ -173,6 +206,7 @@ def _session(row: object) -> StoredSession:
         m.get("in_flight", 0),
         m["offline_since"],
         m["dropped"],
+        m["refused"],
     )
 
 
@@ -217,6 +251,16 @@ def count_dropped(conn: Connection, client_id: str, count: int) -> None:
         .where(mqtt_sessions.c.session_key == session_key(client_id))
         .values(dropped=mqtt_sessions.c.dropped + count)
     )
+
+
+def count_refused(conn: Connection, client_id: str, count: int) -> None:
+    """``count`` more of the client's publications or subscriptions were refused (authority)."""
+    if count:
+        conn.execute(
+            update(mqtt_sessions)
+            .where(mqtt_sessions.c.session_key == session_key(client_id))
+            .values(refused=mqtt_sessions.c.refused + count)
+        )
 
 
 def delete_session(conn: Connection, client_id: str) -> None:
@@ -266,7 +310,8 @@ def awaiting_release(conn: Connection, client_id: str) -> list[int]:
 
 def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
     if ids:
-        conn.execute(insert(mqtt_inbound), [{"session_key": session_key(c), "packet_id": p} for c, p in ids])
+        rows = [{"session_key": session_key(c), "packet_id": p} for c, p in ids]
+        _execute_many(conn, "record_received", lambda: insert(mqtt_inbound), rows)
 
 
 def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -289,44 +334,63 @@ def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
     ]
 
 
-def store_outbound(conn: Connection, client_id: str, rows: Sequence[OutboundRow]) -> None:
-    """Record messages about to be sent, numbered after the session's earlier ones."""
-    if not rows:
-        return
-    key = session_key(client_id)
-    first = conn.execute(
-        update(mqtt_sessions)
-        .where(mqtt_sessions.c.session_key == key)
-        .values(next_seq=mqtt_sessions.c.next_seq + len(rows))
-        .returning(mqtt_sessions.c.next_seq)
-    ).scalar_one() - len(rows)
-    conn.execute(
-        insert(mqtt_outbound),
-        [
-            {
-                "session_key": key,
-                "packet_id": row.packet_id,
-                "seq": first + index,
-                "topic": row.topic,
-                "payload": row.payload,
-                "qos": row.qos,
-                "retain": int(row.retain),
-                "released": 0,
-            }
-            for index, row in enumerate(rows)
-        ],
-    )
+@dataclass(frozen=True, slots=True)
+class NewOutbound:
+    """An outbound message about to be sent to ``client_id``; ``seq`` orders it after the
+    session's earlier ones (the order they are sent again in after a reconnection)."""
+
+    client_id: str
+    seq: int
+    row: OutboundRow
+
+
+def last_outbound_seq(conn: Connection, client_id: str | None = None) -> int:
+    """The highest ``seq`` of any stored outbound message, or of ``client_id``'s (0 if none):
+    one counter, carried on from there, orders every session's messages without a statement
+    per session. A session taken over from another listener process may hold higher ones than
+    this process has counted to, hence the question per session."""
+    statement = select(func.max(mqtt_outbound.c.seq))
+    if client_id is not None:
+        statement = statement.where(mqtt_outbound.c.session_key == session_key(client_id))
+    return conn.execute(statement).scalar() or 0
+
+
+def store_outbound(conn: Connection, messages: Sequence[NewOutbound]) -> None:
+    """Record messages about to be sent, whatever sessions they are for: one statement (on
+    PostgreSQL a binary COPY from two rows up, as the queues' messages are written)."""
+    rows = [
+        (
+            session_key(m.client_id),
+            m.row.packet_id,
+            m.seq,
+            m.row.topic,
+            m.row.payload,
+            m.row.qos,
+            int(m.row.retain),
+            0,
+        )
+        for m in messages
+    ]
+    if conn.dialect.name == "postgresql" and len(rows) > 1:
+        sql.copy_rows(conn, mqtt_outbound, _OUTBOUND_COLUMNS, rows)
+    elif rows:
+        _execute_many(
+            conn,
+            "store_outbound",
+            lambda: insert(mqtt_outbound),
+            [dict(zip(_OUTBOUND_COLUMNS, row, strict=True)) for row in rows],
+        )
 
 
 def release_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
     """PUBREC came for these QoS 2 messages: after a restart, PUBREL is what is sent again."""
     if ids:
-        conn.execute(
-            update(mqtt_outbound)
-            .where(mqtt_outbound.c.session_key == bindparam("k"), mqtt_outbound.c.packet_id == bindparam("v"))
-            .values(released=1),
-            [{"k": session_key(c), "v": p} for c, p in ids],
-        )
+        _execute_many(conn, "release_outbound", _release, [{"k": session_key(c), "v": p} for c, p in ids])
+
+
+def _release() -> Update:
+    where = (mqtt_outbound.c.session_key == bindparam("k"), mqtt_outbound.c.packet_id == bindparam("v"))
+    return update(mqtt_outbound).where(*where).values(released=literal_column("1"))
 
 
 def forget_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -337,9 +401,33 @@ def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[t
     """Delete rows by (session_key, ``column``) pairs: one statement, compiled once and
     executed for the whole batch's pairs."""
     if pairs:
-        conn.execute(_deletion(table, column), [{"k": key, "v": value} for key, value in pairs])
+        _execute_many(
+            conn,
+            (table.name, column),
+            partial(_deletion, table, column),
+            [{"k": k, "v": v} for k, v in pairs],
+        )
 
 
-@cache
 def _deletion(table: Table, column: str) -> Delete:
     return delete(table).where(table.c.session_key == bindparam("k"), table.c[column] == bindparam("v"))
+
+
+def _execute_many(
+    conn: Connection, name: Hashable, build: Callable[[], ClauseElement], rows: list[dict[str, Any]]
+) -> None:
+    """One statement for many rows, compiled once per dialect and handed to the driver as it
+    is: SQLAlchemy's processing of every row's parameters cost more than the statement."""
+    key = (conn.dialect.name, name)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = _COMPILED[key] = cast(SQLCompiler, build().compile(dialect=conn.dialect))
+    if compiled.positional:
+        order = compiled.positiontup or []
+        conn.exec_driver_sql(compiled.string, [tuple(row[n] for n in order) for row in rows])
+    else:
+        conn.exec_driver_sql(compiled.string, rows)
+
+
+_COMPILED: dict[tuple[str, Hashable], SQLCompiler] = {}
+_OUTBOUND_COLUMNS = ("session_key", "packet_id", "seq", "topic", "payload", "qos", "retain", "released")

@@ -180,11 +180,14 @@ mqtt_sessions = Table(
     Column("address", String(64), nullable=False),  # of the last connection
     Column("created_at", BigInteger, nullable=False),
     Column("connected_at", BigInteger, nullable=False),
-    Column("next_seq", BigInteger, nullable=False),  # the order of its outbound messages
+    # no longer read: outbound messages are ordered by one counter (psb_mqtt_outbound.seq)
+    Column("next_seq", BigInteger, nullable=False),
     Column("online", SmallInteger, nullable=False),  # a client is connected to it
     # epoch ms its client went (0 while online): session expiry counts from it
     Column("offline_since", BigInteger, nullable=False, server_default="0"),
     Column("dropped", BigInteger, nullable=False, server_default="0"),  # over the queued-message limit
+    # publications and subscriptions of its client refused by the broker's authority
+    Column("refused", BigInteger, nullable=False, server_default="0"),
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).
@@ -226,4 +229,18 @@ mqtt_principals = Table(
     Column("user_id", String(64), primary_key=True),
     Column("password_hash", Text, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+)
+
+# What operators ask of the MQTT listeners (``broker.store.mqtt_requests``): disconnect a
+# client, delete a session. Written by any process (the admin API, the CLI), taken by the
+# listener that holds the client; a request nobody takes lapses.
+mqtt_requests = Table(
+    "psb_mqtt_requests",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("client_id", Text, nullable=False),
+    Column("action", String(16), nullable=False),  # disconnect | delete
+    Column("reason", String(128), nullable=False),  # logged by the listener
+    Column("requested_at", BigInteger, nullable=False),
+    sqlite_autoincrement=True,
 )

@@ -287,3 +287,15 @@ def test_discard_removes_one_dead_letter_and_only_for_operators(api: Api) -> Non
     assert api.delete(f"/api/v1/dead-letters/{gone}", "operator").status_code == 204
     assert_problem(api.delete(f"/api/v1/dead-letters/{gone}", "operator"), 404)
     assert [b.message.msg_id.hex() for b in api.qm.browse(DEAD_LETTER_QUEUE, limit=10)] == [kept]
+
+
+def test_queues_show_their_put_and_get_counts(api: Api) -> None:
+    define(api, "SCORES")
+    for text in ("1-0", "2-0", "3-0"):
+        put = api.post(f"{QUEUES}/SCORES/messages", "operator", json={"body_text": text})
+        assert put.status_code == 201, put.text
+    api.qm.get("SCORES")
+    shown = api.get(f"{QUEUES}/SCORES", "viewer").json()
+    assert (shown["depth"], shown["put_count"], shown["get_count"]) == (2, 3, 1)
+    listed = {q["name"]: q for q in api.get(QUEUES, "viewer").json()["items"]}
+    assert (listed["SCORES"]["put_count"], listed["SCORES"]["get_count"]) == (3, 1)

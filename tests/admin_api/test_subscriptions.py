@@ -8,6 +8,7 @@ from broker import store
 from broker.client import BrokerClient
 from broker.core.authority import AclRule, Permission, PrincipalKind
 from broker.core.system import CONTROL_QUEUE
+from broker.store import mqtt
 from queues import DEAD_LETTER_QUEUE, QueueManager
 from tests.admin_api.conftest import Api, assert_problem, start_api
 from tests.e2e.harness import ServiceThread, drain, service
@@ -150,6 +151,20 @@ def test_listing_filters_and_pages_by_keyset(api: Api, router: ServiceThread) ->
     assert last["next_after"] is None
     assert_problem(api.get(SUBS, params={"limit": 0}), 422)
     assert_problem(api.get(f"{SUBS}/999"), 404)
+
+
+def test_listing_by_protocol(api: Api, router: ServiceThread) -> None:
+    """An MQTT session's subscriptions deliver to its SYSTEM.MQTT. queue; every other is MQRFH2."""
+    device = mqtt.queue_for("device")
+    for queue in ("Q1", device):
+        api.qm.define_queue(queue)
+        assert subscribe(api, topics=["Sport/#"], queue=queue).status_code == 201
+
+    def queues(protocol: str) -> list[str]:
+        return [s["queue"] for s in api.get(SUBS, "viewer", params={"protocol": protocol}).json()["items"]]
+
+    assert (queues("mqtt"), queues("mqrfh2")) == ([device], ["Q1"])
+    assert_problem(api.get(SUBS, params={"protocol": "amqp"}), 422)
 
 
 def test_delete_deregisters_through_the_broker(api: Api, router: ServiceThread) -> None:

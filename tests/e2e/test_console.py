@@ -4,8 +4,10 @@
 An operator signs in, sees a publication on the overview and on the subscriber queue, reads its
 topic in the decoded MQRFH2, purges the queue after confirming, retries the dead letter the full
 queue caused and sees it delivered, and signs out; a viewer sees no write control, and a write
-forged with the viewer's cookie is refused with or without a wrong CSRF token. The SQLite run
-also saves the screenshots of the main pages that docs/operations.md and the README show.
+forged with the viewer's cookie is refused with or without a wrong CSRF token. The queue list shows
+put and get rates as it refreshes itself. With ``broker serve --api --mqtt`` and real paho-mqtt
+clients, the MQTT page disconnects one (its will is published) and deletes another's session. The
+SQLite runs also save the screenshots of the pages that docs/operations.md and the README show.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from admin_api.console.sessions import csrf_token
 from broker.client import BrokerClient
 from broker.protocol.options import PubOpt
-from queues import DEAD_LETTER_QUEUE
+from broker.store import mqtt
+from queues import DEAD_LETTER_QUEUE, Message
+from queues.ids import now_ms
+from tests.broker.service.mqtt.clients import PASSWORD, Paho, stays_down
 from tests.e2e.processes import BROKER, Brokers, child_environment, free_port, wait_until
 
 CHROMIUM = "/usr/bin/chromium"  # the system's: Playwright's own browsers are never downloaded
@@ -99,8 +104,15 @@ def test_an_operator_and_a_viewer_use_the_console(
     expect(page.locator("figure.chart[data-series=publications] canvas")).to_have_count(1)
     shot(page, "overview", keep)
 
+    # Put and get rates: the list samples the queues' counters as its rows refresh themselves.
+    qm.define_queue("TICKS")
     page.click("nav >> text=Queues")
     expect(page.locator("tr[data-queue=SCORES] .depth")).to_have_text("1")
+    qm.put_many([("TICKS", Message(body=b"tick")) for _ in range(40)])
+    qm.get("TICKS")
+    expect(page.locator("tr[data-queue=TICKS] .put-rate")).to_have_text(re.compile(r"^[1-9][0-9.]*$"))
+    expect(page.locator("tr[data-queue=TICKS] .get-rate")).not_to_have_text(re.compile(r"^(0\.0)?$"))
+    expect(page.locator("tr[data-queue=TICKS] .depth")).to_have_text("39")
     shot(page, "queues", keep)
     page.click("tr[data-queue=SCORES] >> text=SCORES")
     expect(page.locator("article.message .command")).to_have_text("Publish")
@@ -159,4 +171,83 @@ def test_an_operator_and_a_viewer_use_the_console(
         forged = page.request.post(f"{base}/console/queues/SCORES/purge", form=sent)
         assert forged.status == 403, forged.text()
     assert qm.depth("SCORES") == depth == 1
+    page.close()
+
+
+def test_an_operator_disconnects_mqtt_clients_and_deletes_a_session(
+    brokers: Brokers, database_url: str, browser: Browser
+) -> None:
+    """A real ``broker serve --api --mqtt`` and real paho-mqtt clients: the MQTT page lists them,
+    its buttons disconnect one (its will is published) and delete another's session; the
+    subscriptions page tells MQTT subscriptions apart; a viewer has no buttons and is refused."""
+    keep = database_url.startswith("sqlite")
+    port, mqtt_port = free_port(), free_port()
+    brokers.start(api_port=port, mqtt_port=mqtt_port)
+    base = f"http://127.0.0.1:{port}"
+    with brokers.qm.unit_of_work() as uow:
+        mqtt.set_password(uow.connection, "alice", PASSWORD.encode(), now_ms())
+    operator = token(database_url, "operator", "otto")
+    viewer = token(database_url, "viewer", "vera")
+    watcher = Paho(mqtt_port, "watcher")
+    watcher.connect()
+    watcher.subscribe(("wills/#", 1))
+    tablet = Paho(mqtt_port, "tablet", will=("wills/tablet", b"cut off", 1, False))
+    tablet_gone = stays_down(tablet)
+    tablet.connect()
+    meter = Paho(mqtt_port, "meter-7", clean=False, will=("wills/meter-7", b"cut off", 1, False))
+    meter_gone = stays_down(meter)
+    meter.connect()
+    meter.subscribe(("tariff/#", 1))
+
+    page = browser.new_page(viewport={"width": 1280, "height": 700})
+    page.set_default_timeout(TIMEOUT_MS)
+    blocked: list[str] = []
+    page.on(
+        "console",
+        lambda message: blocked.append(message.text) if "Content Security" in message.text else None,
+    )
+    sign_in(page, base, operator)
+    expect(page.locator("#mqtt-clients")).to_contain_text("3 connected, 3 sessions")
+    page.click("nav >> text=MQTT")
+    expect(page.locator("tr[data-client=meter-7] .state")).to_have_text("connected")
+    expect(page.locator("tr[data-client=tablet] .state")).to_have_text("connected, clean")
+    shot(page, "mqtt", keep)
+
+    page.click("tr[data-client=tablet] >> button:has-text('Disconnect')")
+    expect(page.locator(".note")).to_contain_text("Disconnect of MQTT client tablet requested")
+    assert tablet_gone.wait(10)
+    assert watcher.receive(1)[0].payload == b"cut off"
+    page.reload()
+    expect(page.locator("tr[data-client=tablet]")).to_have_count(0)  # a clean session ends with it
+
+    page.goto(f"{base}/console/subscriptions")
+    page.select_option("select[name=protocol]", "mqtt")
+    page.click("button:has-text('Filter')")
+    rows = page.locator("#subscriptions tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows).to_contain_text(["wills/#", "tariff/#"])
+    page.select_option("select[name=protocol]", "mqrfh2")
+    page.click("button:has-text('Filter')")
+    expect(rows).to_have_text("No subscription matches.")
+
+    page.goto(f"{base}/console/mqtt")
+    page.click("tr[data-client=meter-7] >> text=Delete session")
+    expect(page.locator("h1")).to_contain_text("Delete the MQTT session of meter-7?")
+    page.click("button:has-text('Yes, delete the session of meter-7')")
+    expect(page.locator(".note")).to_contain_text("MQTT session meter-7 deleted")
+    expect(page.locator("tr[data-client=meter-7]")).to_have_count(0)
+    assert meter_gone.is_set() and watcher.receive(1)[0].topic == "wills/meter-7"
+    assert Paho(mqtt_port, "meter-7", clean=False).connect() == (0, False)  # nothing of it is left
+
+    page.click("button:has-text('Sign out')")
+    sign_in(page, base, viewer)
+    page.goto(f"{base}/console/mqtt")
+    expect(page.locator("tr[data-client=watcher]")).to_have_count(1)
+    expect(page.locator("main form[method=post], main a.button")).to_have_count(0)
+    forged = page.request.post(
+        f"{base}/console/mqtt/clients/watcher/disconnect", form={"csrf": csrf_token(viewer)}
+    )
+    assert forged.status == 403, forged.text()
+    assert blocked == []
+    watcher.close()
     page.close()

@@ -638,6 +638,46 @@ def test_depth_counters_of_several_queues_change_together_or_not_at_all(qm):
     assert [m.body for m in drain(qm, "A.Q")] == [b"m1"]
 
 
+def counts(qm: QueueManager, name: str) -> tuple[int, int]:
+    found = qm.inquire_queue(name)
+    return found.put_count, found.get_count
+
+
+def test_puts_and_gets_are_counted_per_queue_when_they_commit(qm):
+    """The counters change in the depth's statement: on commit only, gets by every path
+    (single, batch, claim), a put and a get that leave the depth as it was included, a
+    backed-out get or a refused unit of work not at all; expiry and purge are not gets."""
+    for name in ("A.Q", "B.Q"):
+        qm.define_queue(name)
+    qm.put_many([("A.Q", msg(n)) for n in range(5)])
+    qm.put("B.Q", msg(9))
+    qm.get("A.Q")
+    with qm.unit_of_work() as uow:
+        uow.get_batch("A.Q", 2)
+    assert [counts(qm, "A.Q"), counts(qm, "B.Q")] == [(5, 3), (1, 0)]
+    with qm.unit_of_work() as uow:  # as many in as out: the depth stays, the counters move
+        uow.put("B.Q", msg(10))
+        uow.get("B.Q")
+    assert counts(qm, "B.Q") == (2, 1) and qm.depth("B.Q") == 1
+    with pytest.raises(RuntimeError), qm.unit_of_work() as uow:
+        uow.get("A.Q")
+        raise RuntimeError("backed out")
+    with pytest.raises(MQError), qm.unit_of_work() as uow:
+        uow.put("B.Q", msg(11))
+        sql.update_queue(uow.connection, "B.Q", {"max_depth": 1})  # full at commit
+    assert [counts(qm, "A.Q"), counts(qm, "B.Q")] == [(5, 3), (2, 1)]
+    with qm.unit_of_work() as uow:
+        claimed = uow.claim_batch("A.Q", 1)
+    with qm.unit_of_work() as uow:
+        uow.consume(claimed)
+    qm.put("A.Q", msg(12, expiry=1))
+    time.sleep(0.2)
+    qm.purge_queue("B.Q")
+    assert [counts(qm, "A.Q"), counts(qm, "B.Q")] == [(6, 4), (2, 1)]
+    assert len(drain(qm, "A.Q")) == 1
+    assert counts(qm, "A.Q") == (6, 5)
+
+
 def test_get_by_msg_id_and_correl_id_needs_both_to_match(qm):
     qm.define_queue("APP.Q")
     first = qm.put("APP.Q", msg(0, correl_id=b"A"))

@@ -53,7 +53,6 @@ MAX_31_CLIENT_ID = 23
 MAX_PACKET_ID = 65535
 KEEPALIVE_GRACE = 1.5
 DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_MAX_INFLIGHT = 100
 
 
 class Phase(Enum):
@@ -149,27 +148,40 @@ class Outbound:
 class Session:
     """The rules of one connection; the stored session's durable parts live in the shell."""
 
+    __slots__ = (
+        "_connect_timeout",
+        "_early",
+        "_inflight",
+        "_last_seen",
+        "_new_client_id",
+        "_next_id",
+        "_received",
+        "_started",
+        "client_id",
+        "connect",
+        "max_inflight",
+        "phase",
+    )
+
     def __init__(
         self,
         now: float,
         *,
         new_client_id: Callable[[], str],
-        max_inflight: int = DEFAULT_MAX_INFLIGHT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         self.phase = Phase.AWAITING_CONNECT
         self.connect: Connect | None = None
         self.client_id = ""
-        self.max_inflight = max_inflight
         self._new_client_id = new_client_id
         self._connect_timeout = connect_timeout
         self._started = now
         self._last_seen = now
         self._early: list[Packet] = []  # packets pipelined behind CONNECT, handled once open
-        self._routing: set[int] = set()  # QoS 1/2 ids being routed
-        self._awaiting_release: set[int] = set()  # QoS 2 ids routed, awaiting PUBREL
+        # QoS 1/2 ids received: False while being routed, True once routed (QoS 2) and
+        # awaiting PUBREL. One dict rather than two sets: 64 bytes, not 432, per connection.
+        self._received: dict[int, bool] = {}
         self._inflight: dict[int, Outbound] = {}  # outbound, in send order
-        self._next_id = 1
 
     # -- inbound ---------------------------------------------------------------------------
 
@@ -212,7 +224,7 @@ class Session:
         if self.phase is not Phase.OPENING:
             return []
         self.phase = Phase.OPEN
-        self._awaiting_release = set(awaiting_release)
+        self._received = dict.fromkeys(awaiting_release, True)
         # 3.1's CONNACK has no session-present flag: its first byte is reserved, sent as 0.
         present = session_present and self.connect is not None and self.connect.protocol_level != MQTT_31
         actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED))]
@@ -220,7 +232,6 @@ class Session:
             packet_id = item.publish.packet_id
             assert packet_id is not None
             self._inflight[packet_id] = item
-            self._next_id = _following(packet_id)
             packet: Packet = PubRel(packet_id) if item.released else replace(item.publish, dup=True)
             actions.append(Send(packet))
         early, self._early = self._early, []
@@ -239,7 +250,7 @@ class Session:
         if isinstance(packet, Publish):
             return self._on_publish(packet)
         if isinstance(packet, PubRel):
-            if packet.packet_id in self._awaiting_release:
+            if self._received.get(packet.packet_id):
                 return [Release(packet.packet_id)]
             return [Send(PubComp(packet.packet_id))]
         if isinstance(packet, PubAck | PubRec | PubComp):
@@ -259,11 +270,12 @@ class Session:
             return [Route(publish)]
         packet_id = publish.packet_id
         assert packet_id is not None
-        if packet_id in self._routing:
+        routed = self._received.get(packet_id)
+        if routed is False:
             return []  # a retransmission of one being routed: its acknowledgement follows
-        if packet_id in self._awaiting_release:
+        if routed:
             return [Send(PubRec(packet_id))]  # routed already: acknowledge again, never route again
-        self._routing.add(packet_id)
+        self._received[packet_id] = False
         return [Route(publish)]
 
     def routed(self, publish: Publish) -> list[Action]:
@@ -271,15 +283,15 @@ class Session:
         if publish.qos == 0 or publish.packet_id is None or self.phase is not Phase.OPEN:
             return []
         packet_id = publish.packet_id
-        self._routing.discard(packet_id)
         if publish.qos == 1:
+            self._received.pop(packet_id, None)
             return [Send(PubAck(packet_id))]
-        self._awaiting_release.add(packet_id)
+        self._received[packet_id] = True
         return [Send(PubRec(packet_id))]
 
     def released(self, packet_id: int) -> list[Action]:
         """The QoS 2 id is durably forgotten: PUBCOMP."""
-        self._awaiting_release.discard(packet_id)
+        self._received.pop(packet_id, None)
         return [Send(PubComp(packet_id))] if self.phase is Phase.OPEN else []
 
     def subscribed(self, packet_id: int, return_codes: Sequence[int]) -> list[Action]:
@@ -291,27 +303,11 @@ class Session:
     # -- outbound --------------------------------------------------------------------------
 
     @property
-    def room(self) -> int:
-        """How many more QoS 1/2 messages may be in flight to the client."""
-        return max(0, self.max_inflight - len(self._inflight)) if self.phase is Phase.OPEN else 0
-
-    @property
     def inflight(self) -> int:
         return len(self._inflight)
 
-    def free_ids(self, count: int) -> list[int]:
-        """The next ``count`` packet ids not in flight, for the shell to store messages under
-        before :meth:`deliver` sends them (one delivery at a time per session)."""
-        ids: list[int] = []
-        candidate = self._next_id
-        while len(ids) < min(count, MAX_PACKET_ID - len(self._inflight)):
-            if candidate not in self._inflight:
-                ids.append(candidate)
-            candidate = _following(candidate)
-        return ids
-
     def deliver(self, publications: Iterable[Publish]) -> list[Action]:
-        """Send publications (QoS 1/2 ones carrying the ids :meth:`free_ids` gave)."""
+        """Send publications (QoS 1/2 ones numbered by the shell's :class:`Window`)."""
         if self.phase is not Phase.OPEN:
             return []
         actions: list[Action] = []
@@ -319,7 +315,6 @@ class Session:
             if publish.qos:
                 assert publish.packet_id is not None
                 self._inflight[publish.packet_id] = Outbound(publish)
-                self._next_id = _following(publish.packet_id)
             actions.append(Send(publish))
         return actions
 
@@ -377,6 +372,37 @@ class Session:
         self.phase = Phase.CLOSED
         chosen = self.connect.will if will and opened and self.connect is not None else None
         return [Close(reason, chosen)]
+
+
+class Window:
+    """The packet ids of one session's outbound QoS 1/2 messages in flight, kept by the shell
+    that numbers them (the thread that stores a message with its id in the transaction that
+    routes it, before the connection sends it): at most ``max_inflight`` at once, and an id
+    is used again only once the message it numbered has been acknowledged for good."""
+
+    def __init__(self, max_inflight: int, in_flight: Sequence[int] = ()) -> None:
+        self.max_inflight = max_inflight
+        self._in_use = set(in_flight)
+        self._next = _following(in_flight[-1]) if in_flight else 1  # after the last one sent
+
+    @property
+    def room(self) -> int:
+        """How many more messages may be numbered now."""
+        return max(0, min(self.max_inflight, MAX_PACKET_ID) - len(self._in_use))
+
+    def take(self) -> int:
+        """The next id not in use, now in use (call only while there is :attr:`room`)."""
+        assert self.room, "no room in the window"
+        candidate = self._next
+        while candidate in self._in_use:
+            candidate = _following(candidate)
+        self._in_use.add(candidate)
+        self._next = _following(candidate)
+        return candidate
+
+    def free(self, packet_id: int) -> None:
+        """The message numbered ``packet_id`` is acknowledged for good (or never went)."""
+        self._in_use.discard(packet_id)
 
 
 def _following(packet_id: int) -> int:

@@ -36,8 +36,9 @@ class MqttThread:
         metrics: BrokerMetrics,
         *,
         failed: Callable[[], None],
+        shared: bool = False,
     ) -> None:
-        self.listener = MqttListener(qm, settings, endpoints, metrics)
+        self.listener = MqttListener(qm, settings, endpoints, metrics, shared=shared)
         self._failed = failed
         self._thread = threading.Thread(target=self._run, name="mqtt", daemon=True)
 

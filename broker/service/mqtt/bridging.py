@@ -286,7 +286,7 @@ class Bridge:
     def _forget(self, packet_id: int) -> None:
         self.used.discard(packet_id)
         gateway = self.listener.gateway
-        gateway.submit(gateway.acknowledged(self.config.session, packet_id, received=False), lazy=True)
+        gateway.post(gateway.acknowledged(self.config.session, packet_id, received=False))
 
     def _received(self, message: Any) -> None:
         mapped = to_local(self.config.topics, message.topic)

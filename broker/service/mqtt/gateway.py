@@ -5,7 +5,8 @@ session, take messages for delivery, record acknowledgements) to the one gateway
 a job. The thread takes every job waiting, carries them all out in ONE unit of work and
 commits, then answers each job's future: many connections' QoS 1/2 publications cost one
 transaction, and a PUBACK or PUBREC is only ever sent for a publication whose routing has
-committed.
+committed. The batch's writes go in one statement per table (the acknowledgements
+forgotten, the QoS 2 ids recorded, the outbound messages stored, the deliveries put).
 
 Publications are routed here, in the listener's process, by the one engine against a
 :class:`~broker.service.router.RoutingService`'s in-memory state (kept in step with the
@@ -13,6 +14,17 @@ other processes through the change log) and its effects are written by the same 
 routing loop uses. Routing in the listener rather than putting on the stream saves a
 second transaction and a wake-up per publication, and is what lets the PUBACK say "routed"
 rather than "queued".
+
+Deliveries to a connected client whose session queue is empty (an :class:`Outlet` that is
+not ``behind``) skip that queue: QoS 1/2 ones are numbered and stored as the session's
+outbound messages in the transaction that routes the publication, QoS 0 ones are not
+stored at all, and all are sent once it has committed, in commit order. A delivery to a
+session that is offline, behind or at its in-flight limit goes to its queue as any
+subscriber's would, and the session is behind until a drain finds the queue empty, so a
+publication never overtakes one queued before it. A batch of QoS 0 publications alone
+runs without a unit of work (against a state refreshed less than ``FRESH_SECONDS`` ago)
+when all its deliveries go straight out; what it must write (copies for queue
+subscribers, retained publications) is written in one transaction after it.
 
 A batch that fails is carried out again one job at a time, so one bad job fails alone.
 """
@@ -25,17 +37,19 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from broker.core import engine
-from broker.core.effects import Effect, Outcome
+from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState
 from broker.core.topics import matches
 from broker.protocol import pscr
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
-from broker.protocol.mqtt.session import Outbound
+from broker.protocol.mqtt.session import Outbound, Window
 from broker.protocol.options import RegOpt
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
@@ -52,34 +66,44 @@ log = logging.getLogger("broker.mqtt")
 MAX_JOBS_PER_BATCH = 2000
 LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
+QOS_CACHE = 1024  # topics whose granted QoS an outlet remembers
+FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
+
+Send = Callable[[list[Publish]], None]
 
 
-@dataclass
-class Batch:
-    """One unit of work shared by the jobs of a batch: the state they route against and
-    the effects they leave, written together before the commit."""
+@dataclass(eq=False)
+class Outlet:
+    """A connected client's session as the gateway thread sees it: where its deliveries can
+    go straight from a routing batch. ``send`` writes publications to the connection on
+    ``loop``; ``behind``: its queue may hold messages, which go before any new delivery."""
 
-    uow: UnitOfWork
-    state: BrokerState
-    now: int
-    effects: list[Effect] = field(default_factory=list)
-    acknowledged: list[tuple[str, int]] = field(default_factory=list)  # outbound messages to forget
+    client_id: str
+    queue: str
+    window: Window
+    granted: dict[str, int]
+    send: Send
+    loop: asyncio.AbstractEventLoop
+    behind: bool = True
+    _qos: dict[str, int] = field(default_factory=dict)  # by topic, until the grants change
 
-    def flush(self) -> None:
-        """Forget the acknowledged outbound messages: one statement for the whole batch, and
-        before any of their packet ids is stored again for a new message."""
-        sessions.forget_outbound(self.uow.connection, self.acknowledged)
-        self.acknowledged.clear()
+    def qos(self, topic: str) -> int:
+        """The QoS granted for ``topic`` (matching each filter once per topic, not per delivery)."""
+        found = self._qos.get(topic)
+        if found is None:
+            if len(self._qos) >= QOS_CACHE:
+                self._qos.clear()
+            found = self._qos[topic] = _granted_qos(self.granted, topic)
+        return found
 
-    def route(self, message: Message, source_queue: str) -> Outcome:
-        """Route ``message`` as if taken from ``source_queue``; later jobs see its changes."""
-        outcome = engine.route(message, engine.source_of(self.state, source_queue), self.state, self.now)
-        self.state.apply_all(outcome.effects)
-        self.effects.extend(outcome.effects)
-        return outcome
+    def grant(self, granted: list[tuple[str, int]]) -> None:
+        self.granted.update(granted)
+        self._qos.clear()
 
-
-Job = Callable[[Batch], Any]
+    def revoke(self, filters: tuple[str, ...]) -> None:
+        for text in filters:
+            self.granted.pop(text, None)
+        self._qos.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +111,149 @@ class Opened:
     present: bool
     awaiting_release: list[int]
     outbound: list[Outbound]
-    granted: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What a drain of a session queue found: ``more`` may be waiting; ``blocked``: the
+    in-flight window is full, so nothing was taken."""
+
+    more: bool
+    blocked: bool = False
+
+
+class Batch:
+    """One unit of work shared by the jobs of a batch (``uow`` is None in a batch that runs
+    without one): the state they route against, the writes they leave, carried out together
+    in :meth:`write`, and the deliveries to send once it has committed."""
+
+    def __init__(self, gateway: Gateway, uow: UnitOfWork | None, state: BrokerState, now: int) -> None:
+        self.gateway = gateway
+        self._uow = uow
+        self.state = state
+        state.direct = gateway.outlets  # the engine's deliveries to them come as Deliver effects
+        self.now = now
+        self.effects: list[Effect] = []
+        self.queued: set[str] = set()  # outlets' queues with deliveries among ``effects``
+        self.acknowledged: list[tuple[str, int]] = []  # outbound messages to forget
+        self.released: list[tuple[str, int]] = []  # outbound QoS 2 messages PUBREC'd
+        self.received: list[tuple[str, int]] = []  # QoS 2 ids routed, awaiting PUBREL
+        self.forgotten: list[tuple[str, int]] = []  # QoS 2 ids PUBREL'd
+        self.stored: list[sessions.NewOutbound] = []
+        self.refused: Counter[str] = Counter()  # publications refused, by client id
+        self.sends: dict[Outlet, list[Publish]] = {}
+        self.numbered: list[tuple[Window, int]] = []  # given back if the batch fails
+
+    @property
+    def uow(self) -> UnitOfWork:
+        assert self._uow is not None, "a job that writes ran in a batch without a unit of work"
+        return self._uow
+
+    @property
+    def pending(self) -> bool:
+        return bool(
+            self.effects
+            or self.acknowledged
+            or self.released
+            or self.received
+            or self.forgotten
+            or self.stored
+            or self.refused
+        )
+
+    def write(self, uow: UnitOfWork | None = None) -> None:
+        """Carry out the writes so far, in ``uow`` if the batch has none yet: deletions before
+        insertions, as a packet id forgotten may be stored again in the same batch."""
+        if uow is not None:
+            self._uow = uow
+        conn = self.uow.connection
+        sessions.forget_outbound(conn, self.acknowledged)
+        sessions.forget_received(conn, self.forgotten)
+        sessions.release_outbound(conn, self.released)
+        sessions.record_received(conn, self.received)
+        sessions.store_outbound(conn, self.stored)
+        for client_id, count in self.refused.items():
+            sessions.count_refused(conn, client_id, count)
+        self.gateway.router.apply_effects(self.uow, self.effects)
+        for pending in (self.acknowledged, self.forgotten, self.released, self.received, self.stored):
+            pending.clear()
+        self.refused.clear()
+        self.effects = []
+        self.queued.clear()
+
+    def route(self, message: Message, source_queue: str, live: Publish | None = None) -> Outcome:
+        """Route ``message`` as if taken from ``source_queue``; later jobs see its changes.
+        Its deliveries to outlets that are caught up go straight out as ``live`` (the MQTT
+        publication routed), the others to their queues."""
+        outcome = engine.route(message, engine.source_of(self.state, source_queue), self.state, self.now)
+        self.state.apply_all(outcome.effects)
+        outlets = self.gateway.outlets
+        sent = None if live is None else Publish(live.topic, live.payload, live.qos)  # live: RETAIN=0
+        for effect in outcome.effects:
+            if type(effect) is Deliver:
+                outlet = outlets.get(effect.queue)
+                if outlet is not None and sent is not None and self._direct(outlet, sent):
+                    continue  # its MQRFH2 message is never built
+                effect = effect.put()
+            if type(effect) is Put and not effect.q_mgr and (outlet := outlets.get(effect.queue)) is not None:
+                outlet.behind = True
+                self.queued.add(effect.queue)
+            self.effects.append(effect)
+        return outcome
+
+    def _direct(self, outlet: Outlet, live: Publish) -> bool:
+        """Deliver ``live`` to a caught-up outlet without its queue; False if it must queue."""
+        if outlet.behind:
+            return False
+        qos = min(live.qos, outlet.qos(live.topic))
+        if qos and not outlet.window.room:
+            return False
+        self.sends.setdefault(outlet, []).append(self.outbound(outlet.client_id, outlet.window, live, qos))
+        return True
+
+    def outbound(self, client_id: str, window: Window, publish: Publish, qos: int) -> Publish:
+        """``publish`` as sent to ``client_id`` at ``qos``: a QoS 1/2 one numbered from
+        ``window`` and stored until it is acknowledged."""
+        if not qos:
+            return publish if not publish.qos else Publish(publish.topic, publish.payload, 0, publish.retain)
+        packet_id = window.take()
+        self.numbered.append((window, packet_id))
+        return self.store(
+            client_id, Publish(publish.topic, publish.payload, qos, publish.retain, packet_id=packet_id)
+        )
+
+    def store(self, client_id: str, publish: Publish) -> Publish:
+        assert publish.packet_id is not None
+        row = sessions.OutboundRow(
+            publish.packet_id, publish.topic, publish.payload, publish.qos, publish.retain, False
+        )
+        self.stored.append(sessions.NewOutbound(client_id, self.gateway.next_seq(), row))
+        return publish
+
+    def undo(self) -> None:
+        """The batch failed: its packet ids are free again, and its outlets' queues may hold
+        what its drains took (the jobs, carried out again, find out)."""
+        for window, packet_id in self.numbered:
+            window.free(packet_id)
+        for outlet in self.sends:
+            outlet.behind = True
+
+
+class MemoryJob:
+    """A job that needs no unit of work (routing a QoS 0 publication): a batch of nothing
+    else runs without one."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Callable[[Batch], Any]) -> None:
+        self.run = run
+
+    def __call__(self, batch: Batch) -> Any:
+        return self.run(batch)
+
+
+Job = Callable[[Batch], Any]
+Future = asyncio.Future[Any]
 
 
 class Gateway:
@@ -100,14 +266,19 @@ class Gateway:
         self.router = RoutingService(qm, settings, metrics=metrics)
         self.stream = next(iter(self.router.config.streams))
         self.control = self.router.config.control_queue
-        self._jobs: queue.SimpleQueue[tuple[Job, asyncio.Future[Any], bool] | None] = queue.SimpleQueue()
+        self.outlets: dict[str, Outlet] = {}  # by session queue; the gateway thread's alone
+        self._jobs: queue.SimpleQueue[tuple[Job, Future | None, bool] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
+        self._seq = 0
+        self._refreshed = 0.0  # time.monotonic() of the state's last refresh
 
-    def start(self) -> None:
-        """Start the thread; no client of this listener is connected yet (one listener per
-        database: a session marked online was cut by a stop or a crash)."""
+    def start(self, *, mark_offline: bool = True) -> None:
+        """Start the thread. ``mark_offline``: no client is connected yet (the broker's first
+        listener: a session marked online was cut by a stop or a crash)."""
         with self.qm.unit_of_work() as uow:
-            sessions.set_offline(uow.connection, now_ms())
+            if mark_offline:
+                sessions.set_offline(uow.connection, now_ms())
+            self._seq = sessions.last_outbound_seq(uow.connection)
         self._thread.start()
 
     def stop(self) -> None:
@@ -123,6 +294,15 @@ class Gateway:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._jobs.put((job, future, lazy))
         return future
+
+    def post(self, job: Job) -> None:
+        """Run ``job`` lazily (as :meth:`submit` does), its result awaited by nobody: an
+        acknowledgement, one per delivery, needs no future of its own."""
+        self._jobs.put((job, None, True))
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -148,9 +328,9 @@ class Gateway:
                 urgent = urgent or not item[2]
             self._batch([(job, future) for job, future, _ in pending])
 
-    def _batch(self, jobs: list[tuple[Job, asyncio.Future[Any]]]) -> None:
+    def _batch(self, jobs: list[tuple[Job, Future | None]]) -> None:
         try:
-            results = self._commit([job for job, _ in jobs])
+            batch, results = self._commit([job for job, _ in jobs])
         except Exception as exc:
             self.router.state = None  # the in-memory state saw effects that were not committed
             if len(jobs) > 1:
@@ -160,26 +340,54 @@ class Gateway:
                 return
             log.exception("mqtt job failed")
             self.metrics.record_error("mqtt", repr(exc))
-            _answer(jobs[0][1], exc, failed=True)
+            _settle({}, [(jobs[0][1], exc, True)])
             return
-        for (_, future), result in zip(jobs, results, strict=True):
-            _answer(future, result)
+        _settle(
+            batch.sends, [(future, result, False) for (_, future), result in zip(jobs, results, strict=True)]
+        )
 
-    def _commit(self, jobs: list[Job]) -> list[Any]:
-        with self.qm.unit_of_work() as uow:
-            batch = Batch(uow, self.router.state_in(uow), now_ms())
-            results = [job(batch) for job in jobs]
-            batch.flush()
-            self.router.apply_effects(uow, batch.effects)
-        return results
+    def _commit(self, jobs: list[Job]) -> tuple[Batch, list[Any]]:
+        """Carry out the jobs and the batch's writes, and commit: without a unit of work for the
+        routing if they are all :class:`MemoryJob` and the state is fresh enough (one is
+        opened after them if they leave anything to write)."""
+        batch: Batch | None = None
+        try:
+            state = self.router.state
+            if (
+                state is not None
+                and time.monotonic() - self._refreshed < FRESH_SECONDS
+                and all(isinstance(job, MemoryJob) for job in jobs)
+            ):
+                batch = Batch(self, None, state, now_ms())
+                results = [job(batch) for job in jobs]
+                if batch.pending:
+                    with self.qm.unit_of_work() as uow:
+                        batch.write(uow)
+                return batch, results
+            with self.qm.unit_of_work() as uow:
+                self._refreshed = time.monotonic()
+                batch = Batch(self, uow, self.router.state_in(uow), now_ms())
+                results = [job(batch) for job in jobs]
+                batch.write()
+            return batch, results
+        except BaseException:
+            if batch is not None:
+                batch.undo()
+            raise
 
     # -- jobs ------------------------------------------------------------------------------
 
-    def open(self, connect: Connect, client_id: str, user_id: str, address: str) -> Job:
+    def open(
+        self, connect: Connect, client_id: str, user_id: str, address: str, send: Send | None = None
+    ) -> Job:
         """Open the stored session of ``client_id`` for this connection: a clean session
-        starts empty; a persistent one resumes what it had (its queue outlives it)."""
+        starts empty; a persistent one resumes what it had (its queue outlives it). With
+        ``send`` (a connection's, called on this loop), deliveries may go straight to it
+        once a drain has found its queue empty."""
+        loop = asyncio.get_running_loop()
 
         def job(batch: Batch) -> Opened:
+            batch.write()  # what the batch holds for the session so far, before it is read
             conn = batch.uow.connection
             stored = sessions.find_session(conn, client_id)
             present = stored is not None and not stored.clean and not connect.clean_session
@@ -199,32 +407,40 @@ class Gateway:
                     batch.now,
                 ),
             )
+            rows = sessions.unacknowledged(conn, client_id) if present else []
+            if present:  # its messages go on after those another listener process stored
+                self._seq = max(self._seq, sessions.last_outbound_seq(conn, client_id))
+            if send is not None:
+                window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
+                granted = sessions.granted(conn, client_id) if present else {}
+                self.outlets[queue_name] = Outlet(client_id, queue_name, window, granted, send, loop)
             if not present:
-                return Opened(False, [], [], {})
+                return Opened(False, [], [])
             outbound = [
                 Outbound(
                     Publish(row.topic, row.payload, row.qos, row.retain, packet_id=row.packet_id),
                     row.released,
                 )
-                for row in sessions.unacknowledged(conn, client_id)
+                for row in rows
             ]
-            return Opened(
-                True,
-                sessions.awaiting_release(conn, client_id),
-                outbound,
-                sessions.granted(conn, client_id),
-            )
+            return Opened(True, sessions.awaiting_release(conn, client_id), outbound)
 
         return job
 
     def offline(self, client_id: str) -> Job:
         """A persistent session's client has gone: it stays, marked offline."""
-        return lambda batch: sessions.set_offline(batch.uow.connection, batch.now, [client_id])
+
+        def job(batch: Batch) -> None:
+            self.outlets.pop(sessions.queue_for(client_id), None)
+            sessions.set_offline(batch.uow.connection, batch.now, [client_id])
+
+        return job
 
     def close(self, client_id: str, queue_name: str) -> Job:
         """A clean session ends with its connection: subscriptions, rows and messages go."""
 
         def job(batch: Batch) -> None:
+            batch.write()
             self._discard(batch, client_id, queue_name)
 
         return job
@@ -234,10 +450,24 @@ class Gateway:
         returns them (their queues are for the shell to delete)."""
 
         def job(batch: Batch) -> list[sessions.StoredSession]:
+            batch.write()
             expired = sessions.offline_sessions(batch.uow.connection, before=before)
             for stored in expired:
                 self._discard(batch, stored.client_id, stored.queue)
             return expired
+
+        return job
+
+    def delete_offline(self, client_id: str) -> Job:
+        """Discard the session of ``client_id`` if no client is connected to it (an operator's
+        deletion); returns it (its queue is for the shell to delete), or None."""
+
+        def job(batch: Batch) -> sessions.StoredSession | None:
+            stored = sessions.find_session(batch.uow.connection, client_id)
+            if stored is None or stored.online:
+                return None
+            self._discard(batch, client_id, stored.queue)
+            return stored
 
         return job
 
@@ -247,6 +477,7 @@ class Gateway:
         (client id, dropped) for each session trimmed, whose ``dropped`` count grows."""
 
         def job(batch: Batch) -> list[tuple[str, int]]:
+            batch.write()
             uow = batch.uow
             offline = sessions.offline_sessions(uow.connection)
             defined = uow.definitions([stored.queue for stored in offline])  # one query for all
@@ -264,6 +495,7 @@ class Gateway:
 
     def _discard(self, batch: Batch, client_id: str, queue_name: str) -> None:
         """Deregister the session's subscriptions, drop its rows and the messages queued."""
+        self.outlets.pop(queue_name, None)
         batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
         if batch.uow.definitions([queue_name])[queue_name] is not None:
@@ -272,22 +504,27 @@ class Gateway:
 
     def publish(self, client_id: str, publish: Publish, user_id: str, *, origin: str = "") -> Job:
         """Route one PUBLISH; a QoS 2 id is recorded in the same commit. Returns whether it
-        was routed (False: the principal may not publish there)."""
+        was routed (False: the principal may not publish there). A QoS 0 one needs no unit
+        of work of its own."""
 
         def job(batch: Batch) -> bool:
-            outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream)
+            outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream, publish)
             if publish.retain and not publish.payload:
                 batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
             if publish.qos == 2 and publish.packet_id is not None:
-                sessions.record_received(batch.uow.connection, [(client_id, publish.packet_id)])
-            return outcome.completion != pscr.ERROR
+                batch.received.append((client_id, publish.packet_id))
+            routed = outcome.completion != pscr.ERROR
+            if not routed:
+                batch.refused[client_id] += 1
+            return routed
 
-        return job
+        return MemoryJob(job) if publish.qos == 0 else job
 
     def subscribe(
         self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
     ) -> Job:
-        """Register each filter; the return code is the QoS granted or 0x80 if refused."""
+        """Register each filter; the return code is the QoS granted or 0x80 if refused. The
+        retained publications sent for them are queued, and sent at the QoS granted."""
 
         def job(batch: Batch) -> list[int]:
             codes: list[int] = []
@@ -300,6 +537,9 @@ class Gateway:
                     codes.append(qos)
                     granted.append((text, qos))
             sessions.grant(batch.uow.connection, client_id, granted)
+            sessions.count_refused(batch.uow.connection, client_id, codes.count(SUBACK_FAILURE))
+            if (outlet := self.outlets.get(queue_name)) is not None:
+                outlet.grant(granted)
             return codes
 
         return job
@@ -312,19 +552,28 @@ class Gateway:
                 )
                 batch.route(deregistration, self.control)
             sessions.revoke(batch.uow.connection, client_id, filters)
+            if (outlet := self.outlets.get(queue_name)) is not None:
+                outlet.revoke(filters)
 
         return job
 
     def released(self, client_id: str, packet_id: int) -> Job:
         """PUBREL: the QoS 2 id is forgotten (a new PUBLISH with it is a new message)."""
-        return lambda batch: sessions.forget_received(batch.uow.connection, [(client_id, packet_id)])
+        return lambda batch: batch.forgotten.append((client_id, packet_id))
 
     def acknowledged(self, client_id: str, packet_id: int, *, received: bool) -> Job:
-        """PUBREC (``received``) marks an outbound QoS 2 message; PUBACK/PUBCOMP forgets one."""
-        pairs = [(client_id, packet_id)]
+        """PUBREC (``received``) marks an outbound QoS 2 message; PUBACK/PUBCOMP forgets one,
+        and frees its packet id (the deletion precedes any new use of it in the batch)."""
+        pair = (client_id, packet_id)
         if received:
-            return lambda batch: sessions.release_outbound(batch.uow.connection, pairs)
-        return lambda batch: batch.acknowledged.extend(pairs)
+            return lambda batch: batch.released.append(pair)
+
+        def job(batch: Batch) -> None:
+            batch.acknowledged.append(pair)
+            if (outlet := self.outlets.get(sessions.queue_for(client_id))) is not None:
+                outlet.window.free(packet_id)
+
+        return job
 
     def fetch(
         self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int], *, origin: str = ""
@@ -335,36 +584,70 @@ class Gateway:
         came over the bridge ``origin`` are taken and not sent: never back where they came from."""
 
         def job(batch: Batch) -> list[Publish]:
-            taken = batch.uow.get_batch(queue_name, len(ids))
-            out: list[Publish] = []
-            stored: list[sessions.OutboundRow] = []
             free = iter(ids)
-            for message in taken:
-                try:
-                    publish = bridge.delivery(message)
-                except MQError as exc:
-                    log.warning(
-                        "not a publication; dropped", extra={"queue": queue_name, "error": exc.detail}
-                    )
-                    continue
-                if origin and bridge.origin(message) == origin:
-                    continue
-                qos = min(publish.qos, _granted_qos(granted, publish.topic))
-                packet_id = next(free) if qos else None
-                publish = Publish(publish.topic, publish.payload, qos, publish.retain, packet_id=packet_id)
-                if packet_id is not None:
-                    stored.append(
-                        sessions.OutboundRow(
-                            packet_id, publish.topic, publish.payload, qos, publish.retain, False
-                        )
-                    )
-                out.append(publish)
-            if stored:
-                batch.flush()
-                sessions.store_outbound(batch.uow.connection, client_id, stored)
-            return out
+
+            def number(publish: Publish, qos: int) -> Publish:
+                numbered = Publish(publish.topic, publish.payload, qos, publish.retain, packet_id=next(free))
+                return batch.store(client_id, numbered)
+
+            return self._take(batch, queue_name, len(ids), partial(_granted_qos, granted), number, origin)[1]
 
         return job
+
+    def drain(self, queue_name: str) -> Job:
+        """Take what the session queue of a connected client holds, as far as its in-flight
+        window allows, for sending after the commit (as :meth:`fetch` does); a queue found
+        empty lets deliveries go straight to the client from then on."""
+
+        def job(batch: Batch) -> Drained:
+            outlet = self.outlets.get(queue_name)
+            if outlet is None:
+                return Drained(more=False)
+            room = outlet.window.room
+            if not room:
+                return Drained(more=True, blocked=True)
+            if queue_name in batch.queued:
+                batch.write()  # this batch's deliveries to it, before it is read
+            count = min(room, FETCH_LIMIT)
+
+            def number(publish: Publish, qos: int) -> Publish:
+                return batch.outbound(outlet.client_id, outlet.window, publish, qos)
+
+            taken, publishes = self._take(batch, queue_name, count, outlet.qos, number)
+            if taken < count:
+                outlet.behind = False
+            if publishes:
+                batch.sends.setdefault(outlet, []).extend(publishes)
+            return Drained(more=taken == count)
+
+        return job
+
+    def _take(
+        self,
+        batch: Batch,
+        queue_name: str,
+        count: int,
+        granted: Callable[[str], int],
+        number: Callable[[Publish, int], Publish],
+        origin: str = "",
+    ) -> tuple[int, list[Publish]]:
+        """Take up to ``count`` messages off ``queue_name``: how many there were, and the
+        publications to send (QoS 1/2 ones numbered and stored by ``number``)."""
+        taken = batch.uow.get_batch(queue_name, count)
+        out: list[Publish] = []
+        for message in taken:
+            try:
+                publish = bridge.delivery(message)
+            except MQError as exc:
+                log.warning("not a publication; dropped", extra={"queue": queue_name, "error": exc.detail})
+                continue
+            if origin and bridge.origin(message) == origin:
+                continue
+            qos = min(publish.qos, granted(publish.topic))
+            out.append(
+                number(publish, qos) if qos else Publish(publish.topic, publish.payload, 0, publish.retain)
+            )
+        return len(taken), out
 
 
 def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
@@ -381,16 +664,30 @@ def _granted_qos(granted: dict[str, int], topic: str) -> int:
     return max((qos for text, qos in granted.items() if matches(text, topic)), default=0)
 
 
-def _answer(future: asyncio.Future[Any], value: Any, *, failed: bool = False) -> None:
-    """Hand a result to the future's loop (the gateway runs on its own thread)."""
+def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Future | None, Any, bool]]) -> None:
+    """Hand a batch's deliveries and results to their loops (the gateway runs on its own
+    thread): one wake-up per loop, the deliveries first and in commit order."""
+    calls: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
+    for outlet, publishes in sends.items():
+        calls.setdefault(outlet.loop, []).append(partial(outlet.send, publishes))
+    for future, value, failed in answers:
+        if future is None:  # posted: nobody waits (a failure is logged by the batch)
+            continue
+        calls.setdefault(future.get_loop(), []).append(partial(_answer, future, value, failed))
+    for loop, pending in calls.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_call_all, pending)
 
-    def settle() -> None:
-        if future.done():
-            return
-        if failed:
-            future.set_exception(value)
-        else:
-            future.set_result(value)
 
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the answer any more
-        future.get_loop().call_soon_threadsafe(settle)
+def _call_all(calls: list[Callable[[], None]]) -> None:
+    for call in calls:
+        call()
+
+
+def _answer(future: asyncio.Future[Any], value: Any, failed: bool) -> None:
+    if future.done():
+        return
+    if failed:
+        future.set_exception(value)
+    else:
+        future.set_result(value)

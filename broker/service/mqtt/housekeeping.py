@@ -14,14 +14,23 @@ deliveries to a session queue are made by whichever process routes (this listene
 routing loop, the Spark job), and a pass in one place keeps that routing untouched. So a
 queue may exceed the limit by what arrives between two passes, and a session may outlive
 its expiry by up to one period.
+
+Operators' requests (``broker.store.mqtt_requests``: disconnect a client, delete a session,
+made through the admin API or the CLI, perhaps in another process) are read every
+:data:`REQUEST_PERIOD` seconds. A disconnect closes the connection as a lost one: the client
+did not send DISCONNECT, so its will is published, as after a takeover.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.store import mqtt as sessions
+from broker.store import mqtt_requests
+from broker.store.mqtt_requests import DELETE, Request
 from queues.ids import now_ms
 
 if TYPE_CHECKING:
@@ -32,6 +41,7 @@ log = logging.getLogger("broker.mqtt")
 MAX_PERIOD = 60.0
 MIN_PERIOD = 0.5
 QUEUED_PERIOD = 5.0  # the queued-message limit: two statements per pass, whatever the fleet
+REQUEST_PERIOD = 0.25  # operators' requests: one read of an (almost always) empty table
 
 
 def period(expiry: int, max_queued: int) -> float | None:
@@ -81,3 +91,43 @@ async def one_pass(listener: MqttListener) -> None:
                 "mqtt messages dropped: too many queued for an offline session",
                 extra={"client_id": client_id, "dropped": dropped, "limit": settings.mqtt_max_queued},
             )
+
+
+async def honour_requests(listener: MqttListener) -> None:
+    """Carry out operators' requests until cancelled (a failed look is logged and retried)."""
+    while True:
+        await asyncio.sleep(REQUEST_PERIOD)
+        try:
+            taken = await asyncio.to_thread(mqtt_requests.take_requests, listener.qm, _wanted(listener))
+            for request in taken:
+                await _honour(listener, request)
+        except Exception:
+            log.exception("mqtt operator request failed")
+
+
+def _wanted(listener: MqttListener) -> Callable[[Request], bool]:
+    """Requests for a client this listener holds, and deletions of sessions no client holds
+    (any listener may delete an offline session; the gateway checks it is offline)."""
+    return lambda request: request.client_id in listener.clients or request.action == DELETE
+
+
+async def _honour(listener: MqttListener, request: Request) -> None:
+    connection = listener.clients.get(request.client_id)
+    if connection is not None:
+        log.info(
+            "mqtt client disconnected by an operator",
+            extra={"client_id": request.client_id, "reason": request.reason},
+        )
+        lost = connection.session.connection_lost(f"disconnected by an operator: {request.reason}")
+        connection.perform(lost)
+        await connection.closed()
+    if request.action != DELETE or request.client_id in listener.clients:  # connected again meanwhile
+        return
+    gateway = listener.gateway
+    stored: sessions.StoredSession | None = await gateway.submit(gateway.delete_offline(request.client_id))
+    if stored is not None:
+        await asyncio.to_thread(listener.delete_queue, stored.queue)
+        log.info(
+            "mqtt session deleted by an operator",
+            extra={"client_id": request.client_id, "user": stored.user_id, "reason": request.reason},
+        )

@@ -4,12 +4,15 @@ Each connection decodes packets (``broker.protocol.mqtt.codec``), hands them to 
 :class:`~broker.protocol.mqtt.session.Session` and carries out the actions it returns.
 Durable work goes to the :class:`~broker.service.mqtt.gateway.Gateway` (one transaction
 per batch of jobs, whatever connection they come from); its answers are taken in the
-order the packets came, so acknowledgements go out in that order. Deliveries: a watcher
-thread waits on the session queues of the connected clients with the queue manager's
-arrival notifications (no polling of SQL per message) and wakes the connection whose
-queue received something; that connection takes as many messages as its in-flight window
-allows, in one gateway job. Connections come from every transport (TCP, TLS, WebSockets:
-``broker.service.mqtt.transports``) through the one :class:`Connection`.
+order the packets came, so acknowledgements go out in that order. Deliveries to a client
+whose session queue is empty come straight from the gateway's routing batches
+(:meth:`Connection.deliver`). Those that went to the queue (the client was behind, or
+another process put them there): a watcher thread waits on the session queues of the
+connected clients with the queue manager's arrival notifications (no polling of SQL per
+message) and wakes the connection whose queue received something; that connection has the
+gateway drain as many messages as its in-flight window allows, in one job. Connections
+come from every transport (TCP, TLS, WebSockets: ``broker.service.mqtt.transports``)
+through the one :class:`Connection`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import logging
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -51,9 +54,10 @@ from broker.protocol.mqtt.session import (
 )
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
-from broker.service.mqtt import bridging, housekeeping, systopics
+from broker.service.mqtt import bridging, housekeeping, systopics, takeover
 from broker.service.mqtt.bridging import Bridge
-from broker.service.mqtt.gateway import FETCH_LIMIT, Gateway, Opened
+from broker.service.mqtt.deadlines import Deadlines
+from broker.service.mqtt.gateway import Drained, Gateway, Opened
 from broker.service.mqtt.transports import Endpoint, Server, Stream
 from broker.store import mqtt as sessions
 from queues import QueueManager
@@ -67,7 +71,12 @@ log = logging.getLogger("broker.mqtt")
 MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
 
 
-@dataclass
+def generated_client_id() -> str:
+    """The client id of a 3.1.1 client that sent an empty one with CleanSession=1."""
+    return f"auto-{os.urandom(8).hex()}"
+
+
+@dataclass(slots=True)
 class Step:
     """Work whose answer must be handled in packet order: ``then`` turns the awaited result
     into the session's next actions."""
@@ -77,34 +86,54 @@ class Step:
 
 
 class Connection:
-    """One client connection and its session's protocol rules."""
+    """One client connection and its session's protocol rules.
+
+    Input is pushed by the transport (:meth:`received`, :meth:`lost`); an idle connection holds
+    no asyncio task, no event and no timer of its own (its deadline is in the listener's
+    :class:`~broker.service.mqtt.deadlines.Deadlines`). A task exists only while there is work:
+    the answering task while steps wait for durable work, the delivery task while the session
+    queue may hold something."""
+
+    __slots__ = (
+        "_answering",
+        "_blocked",
+        "_dirty",
+        "_pumping",
+        "_shedding",
+        "_steps",
+        "_waiters",
+        "address",
+        "closing",
+        "decoder",
+        "done",
+        "due",
+        "listener",
+        "queue",
+        "session",
+        "since",
+        "stream",
+        "user_id",
+    )
 
     def __init__(self, listener: MqttListener, stream: Stream) -> None:
         self.listener = listener
         self.stream = stream
         self.address = stream.address
         self.since = now_ms()
-        self.session = Session(
-            time.monotonic(),
-            new_client_id=lambda: f"auto-{os.urandom(8).hex()}",
-            max_inflight=listener.settings.mqtt_max_inflight,
-        )
+        self.session = Session(time.monotonic(), new_client_id=generated_client_id)
         self.decoder = Decoder(listener.settings.mqtt_max_packet_size)
         self.user_id = ""
         self.queue = ""
-        self.granted: dict[str, int] = {}
-        # SUBSCRIBEs committed or committing whose granted QoS is not in ``granted`` yet: the
-        # retained publications they put arrive first, and sent now they would go at QoS 0
-        self._subscribing = 0
         self.closing = False
-        self.finished = asyncio.Event()
-        self._steps: deque[Step] = deque()  # a deque and an event: lighter than asyncio.Queue
-        self._stepped = asyncio.Event()
+        self.done = False  # ended: the session is left as it should be, the socket closed
+        self.due: int | None = None  # the Deadlines' bucket
+        self._waiters: list[asyncio.Future[None]] | None = None  # for :meth:`closed`
+        self._steps: deque[Step] | None = None  # only while some wait
+        self._answering: asyncio.Task[None] | None = None
         self._dirty = False  # the session queue may hold something not yet taken
         self._pumping: asyncio.Task[None] | None = None
         self._blocked = False  # deliveries wait for the in-flight window
-        self._answering: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._shedding = False  # QoS 0 deliveries are being dropped: the client does not read
 
     @property
     def client_id(self) -> str:
@@ -114,49 +143,22 @@ class Connection:
     def clean(self) -> bool:
         return self.session.connect is not None and self.session.connect.clean_session
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- input (the transport's callbacks) -------------------------------------------------
 
-    async def run(self) -> None:
-        self._answering = asyncio.create_task(self._answer())
-        self._expire()  # arms the timer of the wait for CONNECT
-        reason = "connection closed by the client"
-        try:
-            while not self.closing:
-                data = await self.stream.read()
-                if not data:
-                    break
-                self.listener.count_bytes("in", len(data))
-                self._received(data)
-                self._rearm()
-        except (ConnectionError, OSError) as exc:
-            reason = f"socket error: {exc}"
-        finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            self.perform(self.session.connection_lost(reason))
-            await self.finished.wait()
+    def start(self) -> None:
+        self._arm()  # the wait for CONNECT
 
-    def _rearm(self) -> None:
-        """The deadline moves later with every packet (the timer finds out when it fires),
-        but CONNECT may bring it nearer (a keepalive shorter than the wait for CONNECT)."""
-        deadline = self.session.deadline()
-        if self._timer is not None and (deadline is None or deadline < self._timer.when()):
-            self._timer.cancel()
-            self._expire()
-
-    def _expire(self) -> None:
-        """At the session's deadline: close if it has passed (keepalive, or no CONNECT in
-        time), else wait for the new one. One timer per connection, not one per read."""
-        self._timer = None
-        actions = self.session.tick(time.monotonic())
-        if actions:
-            self.perform(actions)
+    def received(self, data: bytes) -> None:
+        if self.closing:
             return
-        deadline = self.session.deadline()  # time.monotonic(), the event loop's clock
-        if deadline is not None and not self.closing:
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+        try:
+            self._feed(data)
+        except Exception:  # a bug here must end this connection, not reach the event loop
+            log.exception("mqtt connection failed", extra={"address": self.address})
+            self.perform(self.session.connection_lost("internal error"))
 
-    def _received(self, data: bytes) -> None:
+    def _feed(self, data: bytes) -> None:
+        self.listener.count_bytes("in", len(data))
         try:
             packets = self.decoder.feed(data)
         except UnacceptableProtocol as exc:
@@ -169,23 +171,57 @@ class Connection:
             self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
             return
         self._handle(packets)
+        self._arm()  # nothing if the deadline only moved later: found out when it comes
+
+    def lost(self, reason: str) -> None:
+        self.perform(self.session.connection_lost(reason))
+
+    async def closed(self) -> None:
+        if self.done:
+            return
+        if self._waiters is None:
+            self._waiters = []
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def _arm(self) -> None:
+        """Expire at the session's deadline (one listener-wide timer, not one per connection)."""
+        deadline = self.session.deadline()  # time.monotonic(), the event loop's clock
+        if deadline is not None and not self.closing:
+            self.listener.deadlines.add(self, deadline)
+
+    def expire(self) -> None:
+        """The deadline has come: close if it has passed (keepalive, or no CONNECT in time),
+        else wait for the new one."""
+        actions = self.session.tick(time.monotonic())
+        if actions:
+            self.perform(actions)
+        else:
+            self._arm()
 
     def _handle(self, packets: Sequence[Packet]) -> None:
         now = time.monotonic()
+        handled = 0
         for packet in packets:
             if self.closing:
                 break
-            self.listener.count_packet("in", packet)
             self.perform(self.session.receive(packet, now))
+            handled += 1
+        self.listener.count_packets("in", packets[:handled])
 
     # -- actions ---------------------------------------------------------------------------
 
     def perform(self, actions: list[Action]) -> None:
-        """Queue the actions behind the earlier ones; durable work starts at once."""
+        """Queue the actions behind the earlier ones; durable work starts at once. A packet
+        with nothing before it (a PINGRESP, say) is written at once, without a task."""
         gateway = self.listener.gateway
         for action in actions:
             if isinstance(action, Send):
-                self._step(None, lambda _, a=action: [a])
+                if self._answering is None:
+                    self._write(action.packet)
+                else:
+                    self._step(None, lambda _, a=action: [a])
             elif isinstance(action, Close):
                 self.closing = True
                 self._step(None, lambda _, a=action: [a])
@@ -201,8 +237,7 @@ class Connection:
             elif isinstance(action, Deregister):
                 self._deregister(action)
             elif isinstance(action, Delivered):
-                job = gateway.acknowledged(self.client_id, action.packet_id, received=False)
-                gateway.submit(job, lazy=True)
+                gateway.post(gateway.acknowledged(self.client_id, action.packet_id, received=False))
                 if self._blocked:  # the window was full: there is room again
                     self._blocked = False
                     self.wake()
@@ -211,8 +246,11 @@ class Connection:
                 self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.recorded(i))
 
     def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
+        if self._steps is None:
+            self._steps = deque()
         self._steps.append(Step(awaitable, then))
-        self._stepped.set()
+        if self._answering is None:
+            self._answering = asyncio.get_running_loop().create_task(self._answer())
 
     def _route(self, publish: Publish) -> None:
         future = self.listener.gateway.submit(
@@ -233,15 +271,11 @@ class Connection:
     def _register(self, action: Register) -> None:
         packet = action.subscribe
         gateway = self.listener.gateway
-        self._subscribing += 1
         future = gateway.submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
         def then(codes: list[int]) -> list[Action]:
-            self._subscribing -= 1
             for (text, _), code in zip(packet.topics, codes, strict=True):
-                if code <= 2:
-                    self.granted[text] = code
-                else:
+                if code > 2:
                     self.listener.refused("subscribe")
                     log.warning(
                         "mqtt subscription refused: not authorised",
@@ -257,39 +291,37 @@ class Connection:
         gateway = self.listener.gateway
         future = gateway.submit(gateway.unsubscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
-        def then(_: object) -> list[Action]:
-            for text in packet.topics:
-                self.granted.pop(text, None)
-            return self.session.unsubscribed(packet.packet_id)
-
-        self._step(future, then)
+        self._step(future, lambda _: self.session.unsubscribed(packet.packet_id))
 
     async def _answer(self) -> None:
-        """Take the steps in order: send, close, or hand their answers back to the session."""
-        while True:
-            if not self._steps:
-                self._stepped.clear()
-                await self._stepped.wait()
-                continue
-            step = self._steps.popleft()
-            try:
-                result = None if step.awaitable is None else await step.awaitable
-            except Exception as exc:  # a failed job: the client sees the connection close
-                log.warning(
-                    "mqtt work failed; closing", extra={"client_id": self.client_id, "error": repr(exc)}
-                )
-                await self._end(Close(f"internal error: {exc!r}", self._will()))
-                return
-            later: list[Action] = []
-            for action in step.then(result):
-                if isinstance(action, Send):
-                    self._write(action.packet)
-                elif isinstance(action, Close):
-                    await self._end(action)
+        """Take the steps in order: send, close, or hand their answers back to the session.
+        The task ends when no step is left (the next step starts another)."""
+        steps = self._steps
+        assert steps is not None
+        try:
+            while steps:
+                step = steps.popleft()
+                try:
+                    result = None if step.awaitable is None else await step.awaitable
+                except Exception as exc:  # a failed job: the client sees the connection close
+                    log.warning(
+                        "mqtt work failed; closing", extra={"client_id": self.client_id, "error": repr(exc)}
+                    )
+                    await self._end(Close(f"internal error: {exc!r}", self._will()))
                     return
-                else:
-                    later.append(action)
-            self.perform(later)
+                later: list[Action] = []
+                for action in step.then(result):
+                    if isinstance(action, Send):
+                        self._write(action.packet)
+                    elif isinstance(action, Close):
+                        await self._end(action)
+                        return
+                    else:
+                        later.append(action)
+                self.perform(later)
+        finally:
+            self._answering = None
+            self._steps = None
 
     def _write(self, packet: Packet) -> None:
         if self.stream.is_closing():
@@ -323,9 +355,8 @@ class Connection:
         await asyncio.to_thread(self.listener.ensure_queue, self.queue)
         gateway = self.listener.gateway
         opened: Opened = await gateway.submit(
-            gateway.open(action.connect, action.client_id, user_id, self.address)
+            gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
         )
-        self.granted = dict(opened.granted)
         self.listener.attach(self)
         self.wake()
         log.info(
@@ -343,6 +374,7 @@ class Connection:
         """Publish the will (if the connection ended without DISCONNECT), discard a clean
         session, and close the socket."""
         self.closing = True
+        self.listener.deadlines.discard(self)
         gateway = self.listener.gateway
         try:
             if close.will is not None and self.queue:
@@ -363,64 +395,107 @@ class Connection:
         finally:
             # Only now: a connection with the same client id waits until this one has ended.
             self.listener.detach(self)
+            self.listener.ended(self)
             log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
             self.stream.close()
-            for task in (self._answering, self._pumping):
-                if task is not None and task is not asyncio.current_task():
-                    task.cancel()
-            self.finished.set()
+            if self._pumping is not None and self._pumping is not asyncio.current_task():
+                self._pumping.cancel()
+            self.done = True
+            for waiter in self._waiters or ():
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def wake(self) -> None:
         """Something may wait on the session queue: deliver it. The delivery task exists only
         while there is something to deliver (an idle connection holds no task for it)."""
         self._dirty = True
-        if self._pumping is None and self.queue and not self.closing and not self._subscribing:
-            self._pumping = asyncio.create_task(self._pump())
+        if self._pumping is None and self.queue and not self.closing:
+            self._pumping = asyncio.get_running_loop().create_task(self._pump())
 
     async def _pump(self) -> None:
-        """Send what the session queue holds, as far as the in-flight window allows."""
+        """Have what the session queue holds sent, as far as the in-flight window allows (the
+        gateway sends it, through :meth:`deliver`, in commit order). Nothing here waits for
+        the client's socket: see :meth:`deliver` for a client that does not read."""
         gateway = self.listener.gateway
         try:
             while self._dirty and not self.closing:
                 self._dirty = False
                 while not self.closing:
-                    if self._subscribing:  # the SUBSCRIBE's answer wakes this again
-                        self._dirty = True
-                        return
-                    if not self.session.room:
+                    drained: Drained = await gateway.submit(gateway.drain(self.queue))
+                    if drained.blocked:
                         self._blocked = True
                         break
-                    ids = self.session.free_ids(min(self.session.room, FETCH_LIMIT))
-                    taken = await gateway.submit(
-                        gateway.fetch(self.client_id, self.queue, ids, dict(self.granted))
-                    )
-                    for action in self.session.deliver(taken):
-                        if isinstance(action, Send):
-                            self._write(action.packet)
-                    await self.stream.drain()
-                    if len(taken) < len(ids):
+                    if not drained.more:
                         break
         finally:
             self._pumping = None
+
+    def deliver(self, publications: list[Publish]) -> None:
+        """Send publications the gateway has committed for this client (QoS 1/2 ones numbered
+        and stored), in one write. A client whose unsent output is over
+        ``mqtt_max_output_bytes`` (it does not read) loses the QoS 0 ones; its QoS 1/2 ones are
+        stored before they are written, and once its window is full the rest wait on its
+        session queue, so a slow client never holds up the others."""
+        if self.stream.is_closing():
+            return
+        over = self.stream.backlog() > self.listener.settings.mqtt_max_output_bytes
+        packets: list[Packet] = []
+        for action in self.session.deliver(publications):
+            if not isinstance(action, Send):
+                continue
+            if over and isinstance(action.packet, Publish) and not action.packet.qos:
+                self._shed()
+            else:
+                packets.append(action.packet)
+        if not over:
+            self._shedding = False
+        if packets:
+            data = b"".join(encode(packet) for packet in packets)
+            self.listener.count_packets("out", packets)
+            self.listener.count_bytes("out", len(data))
+            self.stream.write(data)
+
+    def _shed(self) -> None:
+        """Drop a QoS 0 delivery: counted each time, logged once per spell of not reading."""
+        self.listener.metrics.mqtt.slow_dropped.inc()
+        if not self._shedding:
+            self._shedding = True
+            log.warning(
+                "mqtt deliveries dropped: client not reading",
+                extra={"client_id": self.client_id, "unsent_bytes": self.stream.backlog()},
+            )
 
 
 class MqttListener:
     """The asyncio MQTT server of one broker process."""
 
     def __init__(
-        self, qm: QueueManager, settings: Settings, endpoints: Sequence[Endpoint], metrics: BrokerMetrics
+        self,
+        qm: QueueManager,
+        settings: Settings,
+        endpoints: Sequence[Endpoint],
+        metrics: BrokerMetrics,
+        *,
+        primary: bool = True,
+        shared: bool = False,
     ) -> None:
+        """``shared``: other listener processes serve the same ports and sessions (SO_REUSEPORT,
+        takeovers through the database); only the ``primary`` one marks every session offline
+        at start and runs what is one per broker (housekeeping, ``$SYS``, bridges)."""
         self.qm = qm
+        self.primary = primary
+        self.shared = shared
         self.settings = settings
         self.endpoints = list(endpoints)
         self.metrics = metrics
         self.gateway = Gateway(qm, settings, metrics)
         self.clients: dict[str, Connection] = {}  # by client id, once their session is open
         self.connections: set[Connection] = set()
+        self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._stopped = threading.Event()
+        self.stopped = threading.Event()
         self.ready = threading.Event()
         # One thread verifies passwords: scrypt's 16 MiB stays in one malloc arena.
         self.authenticator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqtt-auth")
@@ -441,21 +516,17 @@ class MqttListener:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self.gateway.start()
+        self.gateway.start(mark_offline=self.primary)
         servers: list[Server] = []
         chores: list[asyncio.Task[None]] = []
         try:
             for endpoint in self.endpoints:
-                servers.append(await endpoint.start(self._accept, self.settings.mqtt_max_packet_size))
+                servers.append(
+                    await endpoint.start(self._accept, self.settings.mqtt_max_packet_size, shared=self.shared)
+                )
             watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
             watcher.start()
-            chores += [
-                asyncio.create_task(housekeeping.keep(self)),
-                asyncio.create_task(systopics.publish(self)),
-            ]
-            chores += [
-                asyncio.create_task(Bridge(self, c).run()) for c in bridging.load(self.settings.mqtt_bridges)
-            ]
+            chores += [asyncio.create_task(chore) for chore in self._chores()]
             log.info("mqtt listener started", extra={"listeners": ", ".join(str(e) for e in self.endpoints)})
             self.ready.set()
             await self._stop.wait()
@@ -468,25 +539,32 @@ class MqttListener:
             ending = list(self.connections)
             for connection in ending:
                 connection.perform(connection.session.connection_lost("broker shutting down"))
-            await asyncio.gather(*(c.finished.wait() for c in ending))
-            self._stopped.set()
+            await asyncio.gather(*(c.closed() for c in ending))
+            self.stopped.set()
             self.gateway.stop()
             self.authenticator.shutdown(wait=False)
             log.info("mqtt listener stopped")
 
-    async def _accept(self, stream: Stream) -> None:
+    def _chores(self) -> list[Coroutine[Any, Any, None]]:
+        """What runs beside the connections: disconnect requests (operators', and takeovers by
+        other listener processes) in every listener; the once-per-broker chores in the primary."""
+        chores = [housekeeping.honour_requests(self)]
+        if self.primary:
+            chores += [housekeeping.keep(self), systopics.publish(self)]
+            chores += [Bridge(self, c).run() for c in bridging.load(self.settings.mqtt_bridges)]
+        return chores
+
+    def _accept(self, stream: Stream) -> Connection:
         self.metrics.mqtt.accepted.inc()
         connection = Connection(self, stream)
         self.connections.add(connection)
         self.metrics.mqtt.connections.set(len(self.connections))
-        try:
-            await connection.run()
-        except Exception:
-            log.exception("mqtt connection failed", extra={"address": connection.address})
-            stream.close()
-        finally:
-            self.connections.discard(connection)
-            self.metrics.mqtt.connections.set(len(self.connections))
+        connection.start()
+        return connection
+
+    def ended(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        self.metrics.mqtt.connections.set(len(self.connections))
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -497,7 +575,9 @@ class MqttListener:
         if current is not None and current is not connection:
             log.info("mqtt session taken over", extra={"client_id": client_id, "address": connection.address})
             current.perform(current.session.connection_lost("session taken over"))
-            await current.finished.wait()
+            await current.closed()
+        elif self.shared:
+            await takeover.take_over_elsewhere(self, client_id)
         self.clients[client_id] = connection
 
     def attach(self, connection: Connection) -> None:
@@ -559,10 +639,10 @@ class MqttListener:
     def _watch(self) -> None:
         """Wake the connections whose session queue received messages."""
         seen: dict[str, int] = {}
-        while not self._stopped.is_set():
+        while not self.stopped.is_set():
             names = list(self._by_queue)
             if not names:
-                self._stopped.wait(0.05)
+                self.stopped.wait(0.05)
                 continue
             token = self.qm.arrival_token(names)
             for name in names:
@@ -580,6 +660,11 @@ class MqttListener:
 
     def count_packet(self, direction: str, packet: Packet) -> None:
         self.metrics.mqtt.packets.labels(direction, type(packet).__name__.upper()).inc()
+
+    def count_packets(self, direction: str, packets: Sequence[Packet]) -> None:
+        """Count many packets at the cost of one increment per kind."""
+        for kind, count in Counter(type(packet).__name__.upper() for packet in packets).items():
+            self.metrics.mqtt.packets.labels(direction, kind).inc(count)
 
     def count_bytes(self, direction: str, size: int) -> None:
         self.metrics.mqtt.bytes.labels(direction).inc(size)

@@ -10,39 +10,49 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from broker.service.config import Settings, mqtt_address
 from broker.service.tls import certificate_principal, server_context
 
-READ_SIZE = 65536
+BACKLOG = 4096  # pending connections: a fleet reconnecting at once after a restart
 WEBSOCKET_PATH = "/mqtt"
 
 
+class Sink(Protocol):
+    """What a transport hands a connection's input to (the listener's ``Connection``): pushed
+    from the transport's callbacks, so that an idle connection waits on no task of its own."""
+
+    def received(self, data: bytes) -> None: ...
+
+    def lost(self, reason: str) -> None:
+        """The connection has ended (closed by the client, or a socket error)."""
+
+    async def closed(self) -> None:
+        """Wait until the connection has ended and its session is left as it should be."""
+
+
 class Stream(Protocol):
-    """One client's connection, as the listener uses it (an ``asyncio`` stream's calls)."""
+    """One client's connection, as the listener uses it for output."""
 
     address: str
     # The principal named by the client's verified certificate ("" when it names none); None
     # without a certificate (see broker.service.tls.certificate_principal).
     principal: str | None
 
-    async def read(self) -> bytes:
-        """The next bytes received, ``b""`` once the connection has ended."""
-
     def write(self, data: bytes) -> None: ...
 
-    async def drain(self) -> None:
-        """Wait until what was written has gone (flow control)."""
+    def backlog(self) -> int:
+        """Bytes written and not yet taken by the network (the per-connection output bound)."""
 
     def is_closing(self) -> bool: ...
 
     def close(self) -> None: ...
 
 
-Accept = Callable[[Stream], Awaitable[None]]
+Accept = Callable[[Stream], Sink]
 
 
 class Server(Protocol):
@@ -58,29 +68,50 @@ def peer_principal(ssl_object: ssl.SSLObject | None) -> str | None:
     return None if ssl_object is None else certificate_principal(ssl_object.getpeercert())
 
 
-class SocketStream:
-    """A TCP connection, encrypted or not: asyncio's own streams."""
+class SocketStream(asyncio.Protocol):
+    """A TCP connection, encrypted or not, as an asyncio protocol: the event loop's callbacks
+    push what arrives into the connection's :class:`Sink` (no reader, writer or task per
+    connection: an idle client costs its transport and this). With TLS, asyncio calls
+    :meth:`connection_made` once the handshake is done, so the certificate is known."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.address = peer_address(writer.get_extra_info("peername"))
-        self.principal = peer_principal(writer.get_extra_info("ssl_object"))
+    __slots__ = ("_accept", "address", "principal", "sink", "transport")
 
-    async def read(self) -> bytes:
-        return await self.reader.read(READ_SIZE)
+    def __init__(self, accept: Accept) -> None:
+        self._accept = accept
+        self.address = ""
+        self.principal: str | None = None
+        self.transport: asyncio.Transport | None = None
+        self.sink: Sink | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.address = peer_address(transport.get_extra_info("peername"))
+        self.principal = peer_principal(transport.get_extra_info("ssl_object"))
+        self.sink = self._accept(self)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.sink is not None
+        self.sink.received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.sink is not None:
+            self.sink.lost("connection closed by the client" if exc is None else f"socket error: {exc}")
 
     def write(self, data: bytes) -> None:
-        self.writer.write(data)
+        assert self.transport is not None
+        self.transport.write(data)
 
-    async def drain(self) -> None:
-        await self.writer.drain()
+    def backlog(self) -> int:
+        assert self.transport is not None
+        return self.transport.get_write_buffer_size()
 
     def is_closing(self) -> bool:
-        return self.writer.is_closing()
+        return self.transport is None or self.transport.is_closing()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 @dataclass(frozen=True)
@@ -96,17 +127,23 @@ class Endpoint:
         path = WEBSOCKET_PATH if self.scheme in ("ws", "wss") else ""
         return f"{self.scheme}://{self.host}:{self.port}{path}"
 
-    async def start(self, accept: Accept, max_packet_size: int) -> Server:
-        """Listen; every connection accepted is served by ``accept``."""
+    async def start(self, accept: Accept, max_packet_size: int, *, shared: bool = False) -> Server:
+        """Listen; every connection accepted is served by ``accept``. ``shared``: the port is
+        bound with SO_REUSEPORT, so that several listener processes accept on it (the kernel
+        spreads the connections among them)."""
         if self.scheme in ("ws", "wss"):
             from broker.service.mqtt.websocket import serve  # the websockets library: only if used
 
-            return await serve(accept, self.host, self.port, self.context, max_packet_size)
-
-        async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await accept(SocketStream(reader, writer))
-
-        return await asyncio.start_server(connected, self.host, self.port, ssl=self.context)
+            return await serve(accept, self.host, self.port, self.context, max_packet_size, shared=shared)
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(
+            lambda: SocketStream(accept),
+            self.host,
+            self.port,
+            ssl=self.context,
+            reuse_port=shared or None,
+            backlog=BACKLOG,
+        )
 
 
 # The setting naming each listener's address, by scheme; the TLS ones share one context.

@@ -73,6 +73,9 @@ class WebSocketStream:
         if self._sending is not None:
             await asyncio.shield(self._sending)  # a cancelled drain leaves the message whole
 
+    def backlog(self) -> int:
+        return sum(map(len, self._pending)) + self.websocket.transport.get_write_buffer_size()
+
     def is_closing(self) -> bool:
         return self._closing is not None or self.websocket.state is not State.OPEN
 
@@ -98,7 +101,13 @@ def _at_mqtt_path(connection: ServerConnection, request: Request) -> Response | 
 
 
 async def serve(
-    accept: Accept, host: str, port: int, context: ssl.SSLContext | None, max_packet_size: int
+    accept: Accept,
+    host: str,
+    port: int,
+    context: ssl.SSLContext | None,
+    max_packet_size: int,
+    *,
+    shared: bool = False,
 ) -> Server:
     """A WebSocket server handing every MQTT connection to ``accept``. No WebSocket pings (the
     MQTT keepalive watches the client) and no compression (MQTT payloads are the applications';
@@ -106,8 +115,16 @@ async def serve(
 
     async def connected(websocket: ServerConnection) -> None:
         stream = WebSocketStream(websocket)
+        sink = accept(stream)
         try:
-            await accept(stream)
+            while data := await stream.read():
+                sink.received(data)
+            reason = "connection closed by the client"
+        except (ConnectionError, OSError) as exc:
+            reason = f"socket error: {exc}"
+        try:
+            sink.lost(reason)
+            await sink.closed()
         finally:
             await stream.closed()
 
@@ -122,4 +139,5 @@ async def serve(
         compression=None,
         ping_interval=None,
         logger=library_log,
+        reuse_port=shared or None,
     )

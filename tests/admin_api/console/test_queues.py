@@ -3,6 +3,9 @@ delete through the API's handlers (both dialects)."""
 
 from __future__ import annotations
 
+import re
+import time
+
 from queues import Message
 from tests.admin_api.console.conftest import Console
 from tests.e2e.processes import publication
@@ -64,3 +67,21 @@ def test_a_queue_that_is_not_defined_leads_back_to_the_list(console: Console) ->
     assert "MQRC_UNKNOWN_OBJECT_NAME (2085)" in gone.text
     problem = console.api.get("/api/v1/queues/NOT.THERE")  # the API's answer is unchanged
     assert (problem.status_code, problem.headers["content-type"]) == (404, "application/problem+json")
+
+
+def test_the_list_shows_put_and_get_rates_from_successive_samples(console: Console) -> None:
+    qm = console.api.qm
+    qm.define_queue("APP.Q")
+    first = console.get("/console/queues?pattern=APP.*").text
+    assert 'hx-trigger="every 5s"' in first and "live=1" in first
+    qm.put_many([("APP.Q", Message(body=b"x")) for _ in range(30)])
+    qm.get("APP.Q")
+    time.sleep(1.1)  # the sampler keeps a sample a second at most
+    rows = console.get("/console/queues?pattern=APP.*&live=1").text
+    assert rows.startswith('<tbody id="queue-rows"') and "<h1>" not in rows
+    put_rate = re.search(r'class="num put-rate" title="30 put since defined">([0-9.]+)<', rows)
+    get_rate = re.search(r'class="num get-rate" title="1 gotten since defined">([0-9.]+)<', rows)
+    assert put_rate and get_rate, rows
+    assert 10 <= float(put_rate.group(1)) <= 30 and 0.5 <= float(get_rate.group(1)) <= 1
+    page = console.get("/console/queues/APP.Q").text
+    assert '<dd id="counts">30, 1</dd>' in page

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from admin_api.console.rates import SERIES, Rates, Sample
+from admin_api.console.rates import NO_RATE, SERIES, QueueRate, QueueRates, Rates, Sample
+from queues.definition import QueueDefinition
 
 
 def sample(at: int, publications: int, refusals: int = 0) -> Sample:
@@ -31,3 +32,24 @@ def test_old_samples_leave_the_window_and_a_drop_is_no_negative_rate() -> None:
     rates.add(sample(8_000, 5))  # a router stopped: its totals left the sum
     assert rates.series()["at"] == [6.0, 8.0]
     assert rates.series()["publications"] == [15.0, 0.0]
+
+
+def queue(name: str, puts: int, gets: int = 0) -> QueueDefinition:
+    return QueueDefinition(name, put_count=puts, get_count=gets)
+
+
+def test_queue_rates_span_the_samples_of_the_window() -> None:
+    rates = QueueRates(window_ms=10_000, min_gap_ms=1_000)
+    assert rates.observe(0, [queue("A", 0)]) == {"A": NO_RATE}
+    assert rates.observe(500, [queue("A", 7)]) == {"A": NO_RATE}  # too soon: no second sample
+    assert rates.observe(2_000, [queue("A", 10, 4)]) == {"A": QueueRate(5.0, 2.0)}
+    assert rates.observe(4_000, [queue("A", 10, 4)])["A"] == QueueRate(2.5, 1.0)
+    assert rates.observe(12_000, [queue("A", 10, 4)])["A"] == QueueRate(0.0, 0.0)  # 0 s fell out
+
+
+def test_a_queue_defined_again_starts_anew_and_few_queues_keep_samples() -> None:
+    rates = QueueRates(window_ms=60_000, min_gap_ms=1_000, max_queues=2)
+    rates.observe(0, [queue("A", 50), queue("B", 0), queue("C", 0)])  # A, the oldest, is forgotten
+    assert rates.observe(2_000, [queue("A", 60)])["A"] == NO_RATE
+    assert rates.observe(4_000, [queue("C", 8)])["C"] == QueueRate(2.0, 0.0)
+    assert rates.observe(6_000, [queue("C", 1)])["C"] == NO_RATE  # its counters went down

@@ -24,6 +24,10 @@ def test_filter_and_deregister(console: Console, router: ServiceThread) -> None:
     assert "<td>Sport/Soccer</td>" in html and "News/Today" not in html
     assert "News/Today" in console.get("/console/subscriptions", params={"queue": "Q2"}).text
     assert "No subscription matches" in console.get("/console/subscriptions", params={"origin": "proxy"}).text
+    mqtt_only = console.get("/console/subscriptions", params={"protocol": "mqtt"}).text
+    assert "No subscription matches" in mqtt_only
+    by_protocol = console.get("/console/subscriptions", params={"protocol": "mqrfh2"}).text
+    assert "Sport/Soccer" in by_protocol and '<option value="mqrfh2" selected>' in by_protocol
     back = "/console/subscriptions?queue=Q1"
     done = console.post(f"/console/subscriptions/{soccer}/deregister", back=back)
     assert f"Subscription {soccer} deregistered" in done.text

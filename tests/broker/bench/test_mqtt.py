@@ -34,6 +34,10 @@ def test_the_quick_run_prints_every_table_with_deliveries_counted() -> None:
         assert (missing, duplicates) == ("0", "0")
     assert len(re.findall(r"^latency QoS 1 at 200/s .* 2,000 deliveries, 0 missing", out, re.M)) == 2
     assert len(re.findall(r"^idle: 50 connections \(keepalive 60\): RSS", out, re.M)) == 2
+    assert len(re.findall(r"^scale: 100 connections \(keepalive 60, one subscription each\)", out, re.M)) == 2
+    fanouts = r"^fan-out of one publication to all of them: QoS 0 .* \(100 of 100 .*, QoS 1 .* \(100 of 100"
+    assert len(re.findall(fanouts, out, re.M)) == 2
+    assert "connections/s" in out and "fan-out time QoS 1" in out
     assert "QoS 1 deliveries/s" in out and "target >= 0.7x" in out
     assert "generator headroom" in out
 

@@ -223,6 +223,8 @@ def test_queue_define_shows_every_attribute(broker):
         "definition_type": "predefined",
         "index_type": "none",
         "depth": "0",
+        "put_count": "0",
+        "get_count": "0",
     }
     assert broker.ok("queue", "show", "APP.Q").fields() == shown
 

@@ -13,6 +13,7 @@ from broker.core.effects import (
     FORWARD,
     PROXY,
     DeleteRetained,
+    Deliver,
     Outcome,
     RemoveSubscription,
     SetRetained,
@@ -134,6 +135,21 @@ def test_seed_scenario_1_match_started_reaches_a_wildcard_subscriber_exactly() -
     )
     assert sent.payload == b"Chelsea v Sutton"
     assert changes(outcome) == []
+
+
+def test_deliveries_to_a_queue_a_shell_takes_itself_are_built_only_when_put() -> None:
+    b = broker()
+    subscribe(b, "Sport/#")
+    subscribe(b, "#", queue="CAROL.Q", user="carol")
+    folder = psc_text("Publish", "Sport/Soccer")
+    eager = b.send(folder, msg_id=b"M" * 24)
+    b.state.direct = {"SUB.Q"}
+    lazy = b.send(folder, msg_id=b"M" * 24)
+    deferred = [e for e in lazy.effects if isinstance(e, Deliver)]
+    assert [(d.queue, d.topic) for d in deferred] == [("SUB.Q", "Sport/Soccer")]
+    assert lazy.counts == eager.counts
+    # Built, it is the very message the engine would have put (the other subscriber's is unchanged).
+    assert [deferred[0].put() if isinstance(e, Deliver) else e for e in lazy.effects] == list(eager.effects)
 
 
 # --- one copy per identity -------------------------------------------------------------------------

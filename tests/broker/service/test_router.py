@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import logging
+import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import Engine, update
 
@@ -862,6 +864,37 @@ def test_a_failed_commit_leaves_no_trace_in_memory(
 
     assert bodies(drain(broker.qm, "MINE.Q")) == ["goal"]
     assert bodies(drain(broker.qm, "THEIRS.Q")) == ["goal"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        psycopg.errors.IdleInTransactionSessionTimeout(
+            "terminating connection due to idle-in-transaction timeout"
+        ),
+        sqlite3.OperationalError("disk I/O error"),
+    ],
+    ids=["postgresql-session-ended", "sqlite-io"],
+)
+def test_a_database_lost_under_the_state_store_is_retried_not_isolated(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """A driver error that says the database is gone, raised by a statement the queue manager
+    did not run, is the database's fault, not the batch's: no message is isolated or
+    dead-lettered; the loop waits and routes the batch again."""
+    broker.define("SUB.Q")
+    broker.subscribe("#", "SUB.Q")
+    broker.put(psc_text("Publish", "T"), payload=b"0")
+    calls = _fail_once(monkeypatch, store.StateStore, "write", error)
+
+    with pytest.raises(MQError) as raised:
+        broker.service.route_queue(DEFAULT_STREAM)
+
+    assert raised.value.reason == Reason.MQRC_CONNECTION_BROKEN
+    assert len(calls) == 1
+    assert dead_letters(broker.qm) == []
+    assert broker.service.route_queue(DEFAULT_STREAM).messages == 1
+    assert bodies(drain(broker.qm, "SUB.Q")) == ["0"]
 
 
 def test_a_transient_batch_failure_delivers_exactly_once(

@@ -55,3 +55,9 @@ def test_a_router_that_died_is_started_again_and_one_that_was_stopped_is_not() -
     pool.stop()
     pool.restart_dead()
     assert spawned == [1]  # nothing is started once the pool stops
+
+
+def test_mqtt_listener_process_counts_below_one_are_refused() -> None:
+    assert load_settings(environ={"BROKER_MQTT_PROCESSES": "2"}).mqtt_processes == 2
+    with pytest.raises(ConfigError, match="mqtt_processes must be at least 1"):
+        router_pool.check(Settings(mqtt_processes=0))

@@ -40,6 +40,10 @@ class Job:
         return commit.commit_partition(self.broker.engine, self.spec, part, self.routed(part))
 
 
+def counters(broker: Broker) -> dict[str, tuple[int, int]]:
+    return {q.name: (q.put_count, q.get_count) for q in broker.qm.list_queues()}
+
+
 def start(broker: Broker, partitions: int = 3) -> Job:
     """What the driver does before the Spark stage."""
     leases.take_over(broker.qm, DEFAULT_STREAM, OWNER)
@@ -67,6 +71,8 @@ def test_partitions_committed_in_order_leave_every_queue_as_the_service_does(bro
 
     assert len(summaries) == 3
     assert contents(committed) == contents(served)
+    assert counters(committed) == counters(served)  # puts and gets counted as the service counts them
+    assert counters(committed)[DEFAULT_STREAM][1] == sum(s.messages for s in summaries)  # expired: no get
     assert sum(s.rows_read for s in summaries) == len(backlog())
     assert all(s.write_us > 0 for s in summaries)
 

@@ -8,7 +8,8 @@ from sqlalchemy import Engine
 from broker import store
 from broker.core.effects import AddSubscription, SetRetained
 from broker.core.subscription import Subscription
-from broker.store import SubscriptionFilter
+from broker.store import SubscriptionFilter, mqtt
+from broker.store.listings import MQRFH2, MQTT
 from tests.broker.store.records import (
     Process,
     published,
@@ -39,6 +40,19 @@ def page(
     with engine.connect() as conn:
         found = store.list_subscriptions(conn, where, after_id=after, limit=limit)
     return [(i, f"{s.key.topic}@{s.identity.queue}") for i, s in found]
+
+
+def test_listing_by_protocol_tells_mqtt_sessions_by_their_queues(engine: Engine, a: Process) -> None:
+    device = mqtt.queue_for("device")
+    a.write(
+        AddSubscription(sub("Sport/#", device, user="alice", seq=1)),
+        AddSubscription(sub("Sport/#", "SYSTEM.MQTTISH", user="bob", seq=2)),  # not SYSTEM.MQTT.
+        AddSubscription(sub("News/#", "APP.IN", user="bob", seq=3)),
+    )
+    names = lambda protocol: [t for _, t in page(engine, SubscriptionFilter(protocol=protocol))]  # noqa: E731
+    assert names(MQTT) == [f"Sport/#@{device}"]
+    assert names(MQRFH2) == ["Sport/#@SYSTEM.MQTTISH", "News/#@APP.IN"]
+    assert [t for _, t in page(engine, SubscriptionFilter(protocol=MQTT, topic="News/#"))] == []
 
 
 def test_listing_filters(engine: Engine, listed: list[Subscription]) -> None:

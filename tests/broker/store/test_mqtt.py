@@ -28,3 +28,38 @@ def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connectio
         stored = mqtt.find_session(conn, "sensor")
         assert stored is not None and (stored.online, stored.offline_since, stored.dropped) == (True, 0, 7)
         assert [s.client_id for s in mqtt.offline_sessions(conn)] == ["phone"]
+
+
+def test_outbound_messages_of_many_sessions_in_one_statement_resent_in_seq_order(engine: Engine) -> None:
+    def row(packet_id: int, topic: str) -> mqtt.OutboundRow:
+        return mqtt.OutboundRow(packet_id, topic, b"x", 1, False, False)
+
+    with engine.begin() as conn:
+        assert mqtt.last_outbound_seq(conn) == 0
+        mqtt.store_outbound(
+            conn,
+            [
+                mqtt.NewOutbound("phone", 7, row(3, "second")),
+                mqtt.NewOutbound("sensor", 8, row(3, "other")),
+                mqtt.NewOutbound("phone", 6, row(9, "first")),
+            ],
+        )
+        assert mqtt.last_outbound_seq(conn) == 8
+        assert [r.topic for r in mqtt.unacknowledged(conn, "phone")] == ["first", "second"]
+        mqtt.forget_outbound(conn, [("phone", 9), ("sensor", 3)])
+        mqtt.release_outbound(conn, [("phone", 3)])
+        assert [(r.packet_id, r.released) for r in mqtt.unacknowledged(conn, "phone")] == [(3, True)]
+        assert mqtt.unacknowledged(conn, "sensor") == []
+
+
+def test_sessions_are_paged_by_client_id_and_counted(engine: Engine) -> None:
+    with engine.begin() as conn:
+        assert mqtt.count_sessions(conn) == (0, 0)
+        for client_id in ("c", "a", "d", "b"):
+            mqtt.save_session(
+                conn, mqtt.StoredSession(client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 1)
+            )
+        mqtt.set_offline(conn, 100, ["b"])
+        assert [s.client_id for s in mqtt.list_sessions(conn, limit=3)] == ["a", "b", "c"]
+        assert [s.client_id for s in mqtt.list_sessions(conn, after="b", limit=3)] == ["c", "d"]
+        assert mqtt.count_sessions(conn) == (3, 4)

@@ -109,8 +109,13 @@ class Paho:
 class Raw:
     """A client that sends exactly the bytes or packets a test wants."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    def __init__(self, port: int, *, receive_buffer: int | None = None) -> None:
+        """``receive_buffer``: a small SO_RCVBUF, for a client whose socket fills soon."""
+        self.sock = socket.socket()
+        if receive_buffer is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(TIMEOUT)
+        self.sock.connect(("127.0.0.1", port))
         self.decoder = Decoder()
         self.pending: list[Packet] = []
 
@@ -202,10 +207,12 @@ def mosquitto_sub(port: int, version: str, topic: str, count: int, *extra: str) 
 class MqttBroker:
     """A ``broker serve --mqtt`` process on a free port, with principals alice and bob."""
 
-    def __init__(self, brokers: Brokers, **environment: str) -> None:
+    def __init__(self, brokers: Brokers, api_port: int | None = None, **environment: str) -> None:
         self.port = free_port()
         self.brokers = brokers
-        self.process: ServeProcess = brokers.start(mqtt_port=self.port, environment=environment)
+        self.process: ServeProcess = brokers.start(
+            mqtt_port=self.port, api_port=api_port, environment=environment
+        )
         from broker.store import mqtt
         from queues.ids import now_ms
 
@@ -242,3 +249,16 @@ def protocol_error(raw: Raw) -> bool:
     except (ConnectionError, MqttProtocolError):
         return True
     return False
+
+
+def stays_down(client: Paho) -> threading.Event:
+    """An event set when the broker closes ``client``'s connection; paho would reconnect on
+    its own, so its loop is stopped there (as an application that gives up would)."""
+    gone = threading.Event()
+
+    def lost(*_: object) -> None:
+        gone.set()
+        client.client.loop_stop()
+
+    client.client.on_disconnect = lost
+    return gone

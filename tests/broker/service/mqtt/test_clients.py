@@ -14,6 +14,7 @@ from broker.protocol.mqtt import (
     ConnAck,
     Will,
 )
+from broker.store import mqtt
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, Received, mosquitto_pub, mosquitto_sub
 from tests.e2e.processes import Brokers
 
@@ -125,6 +126,8 @@ def test_refused_filters_and_publications(broker: MqttBroker) -> None:
     assert bob.receive(1) == [Received("Open/x", b"fine", 1, False)]
     assert alice.nothing_more()
     assert len(broker.process.lines("mqtt publication refused: not authorised")) == 1
+    with broker.qm.reading() as conn:  # counted per session, for the operator's listing
+        assert {s.client_id: s.refused for s in mqtt.list_sessions(conn)} == {"alice": 0, "bob": 2}
 
 
 def test_will_after_a_lost_connection_never_after_disconnect(broker: MqttBroker) -> None:

@@ -1,0 +1,124 @@
+"""The gateway's delivery path, in process: deliveries to a connected client that is caught up
+go straight from the routing batch (QoS 0 ones without SQL, QoS 1/2 ones stored as outbound
+messages in the routing commit), never through its session queue, and never ahead of what
+that queue holds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
+from broker.service.config import Settings
+from broker.service.metrics import BrokerMetrics
+from broker.service.mqtt.gateway import Gateway
+from broker.service.provision import ensure_system_queues
+from broker.store import mqtt as sessions
+from queues import QueueManager
+from queues.definition import MAX_MAX_DEPTH
+from tests.statements import recorded
+
+USER = "alice"
+
+
+class Client:
+    """A connected client as the gateway sees it: what it has been sent, in order."""
+
+    def __init__(self, gateway: Gateway, client_id: str) -> None:
+        self.gateway = gateway
+        self.client_id = client_id
+        self.queue = sessions.queue_for(client_id)
+        self.received: list[Publish] = []
+
+    async def open(self, *, clean: bool = True) -> None:
+        connect = Connect("MQTT", MQTT_311, self.client_id, clean, 0)
+        job = self.gateway.open(connect, self.client_id, USER, "test", self.received.extend)
+        await self.gateway.submit(job)
+
+    async def subscribe(self, text: str, qos: int) -> None:
+        await self.gateway.submit(self.gateway.subscribe(self.client_id, self.queue, USER, ((text, qos),)))
+
+    async def drain(self) -> None:
+        """Until the queue is empty or the window full."""
+        while True:
+            drained = await self.gateway.submit(self.gateway.drain(self.queue))
+            if drained.blocked or not drained.more:
+                return
+
+
+@asynccontextmanager
+async def running(qm: QueueManager, settings: Settings | None = None) -> AsyncIterator[Gateway]:
+    settings = settings or Settings()
+    gateway = Gateway(qm, settings, BrokerMetrics())
+    ensure_system_queues(qm, gateway.router.config.streams)
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        await asyncio.to_thread(gateway.stop)
+
+
+async def publish(gateway: Gateway, *publications: Publish) -> None:
+    await asyncio.gather(*(gateway.submit(gateway.publish("pub", p, USER)) for p in publications))
+
+
+def define(qm: QueueManager, client: Client) -> None:
+    qm.define_queue(client.queue, max_depth=MAX_MAX_DEPTH)
+
+
+def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> None:
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            sub = Client(gateway, "sub")
+            define(qm, sub)
+            await sub.open()
+            await sub.subscribe("t/#", 1)
+            await sub.drain()
+            await publish(gateway, Publish("t/a", b"warm-up"))  # a fresh state for what follows
+            with recorded(qm.engine) as statements:
+                await publish(gateway, *(Publish("t/a", str(n).encode()) for n in range(5)))
+            assert statements == []  # QoS 0 between connected clients: no SQL at all
+            await publish(gateway, Publish("t/b", b"one", qos=1, packet_id=1))
+            sent = sub.received[-1]
+            assert (sent.topic, sent.payload, sent.qos, sent.retain) == ("t/b", b"one", 1, False)
+            assert [p.payload for p in sub.received[:-1]] == [b"warm-up", b"0", b"1", b"2", b"3", b"4"]
+            with qm.unit_of_work() as uow:
+                stored = sessions.unacknowledged(uow.connection, "sub")
+                assert [(r.packet_id, r.payload) for r in stored] == [(sent.packet_id, b"one")]
+            assert qm.depth(sub.queue) == 0
+            await gateway.submit(gateway.acknowledged("sub", sent.packet_id or 0, received=False))
+            with qm.unit_of_work() as uow:
+                assert sessions.unacknowledged(uow.connection, "sub") == []
+
+    asyncio.run(scenario())
+
+
+def test_a_client_behind_gets_its_queue_first_and_the_window_bounds_what_goes_straight(
+    qm: QueueManager,
+) -> None:
+    async def scenario() -> None:
+        async with running(qm, Settings(mqtt_max_inflight=2)) as gateway:
+            sub = Client(gateway, "sub")
+            define(qm, sub)
+            await sub.open(clean=False)
+            await sub.subscribe("t", 1)
+            # Not drained yet: the session may hold messages, so these are queued.
+            await publish(gateway, Publish("t", b"queued", qos=1, packet_id=1))
+            assert sub.received == [] and qm.depth(sub.queue) == 1
+            await sub.drain()
+            await publish(
+                gateway, *(Publish("t", f"live{n}".encode(), qos=1, packet_id=2 + n) for n in range(3))
+            )
+            # The window holds 2: "queued" and "live0" are in flight, the rest waits on the queue.
+            assert [p.payload for p in sub.received] == [b"queued", b"live0"]
+            assert qm.depth(sub.queue) == 2
+            for sent in sub.received:
+                await gateway.submit(gateway.acknowledged("sub", sent.packet_id or 0, received=False))
+            await publish(gateway, Publish("t", b"after", qos=1, packet_id=9))  # behind: queued
+            await sub.drain()
+            assert [p.payload for p in sub.received] == [b"queued", b"live0", b"live1", b"live2"]
+            assert len({p.packet_id for p in sub.received}) == 4
+            assert qm.depth(sub.queue) == 1  # "after", until there is room again
+
+    asyncio.run(scenario())
