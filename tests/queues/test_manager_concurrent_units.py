@@ -125,8 +125,7 @@ def claims_unlocked_within(qm: QueueManager, seconds: float) -> bool:
     while True:
         with qm.unit_of_work() as uow:
             locked = uow.connection.exec_driver_sql(
-                "SELECT count(*) FROM pg_locks"
-                " WHERE locktype = 'advisory' AND objid = 0 AND classid = %s",
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 0 AND classid = %s",
                 (sql.TURN_LOCK_CLASS,),
             ).scalar_one()
         if locked == 0:
