@@ -11,7 +11,6 @@ the process never serves an API in front of a dead broker.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import ssl
 import threading
@@ -22,6 +21,7 @@ from fastapi import FastAPI
 
 from broker.service.config import ConfigError
 from broker.service.router import RoutingService
+from broker.service.signals import on_stop_signals
 
 ROUTER_JOIN_SECONDS = 60.0
 
@@ -49,11 +49,6 @@ class RouterThread:
         self.service.stop()
         self.service.qm.notifier.announce_everything()  # end its idle wait now
         self._thread.join(ROUTER_JOIN_SECONDS)
-
-
-def _on_signals(action: Callable[[], None]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: action())
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -104,11 +99,11 @@ def serve(
     )
     server = uvicorn.Server(config)
     if router is None:
-        _on_signals(lambda: None)  # uvicorn re-raises the signal after its shutdown: end normally
+        on_stop_signals(lambda: None)  # uvicorn re-raises the signal after its shutdown: end normally
         server.run(sockets=[sock])
         return
     thread = RouterThread(router, on_failure=lambda: setattr(server, "should_exit", True))
-    _on_signals(router.stop)
+    on_stop_signals(router.stop)
     thread.start()
     try:
         server.run(sockets=[sock])

@@ -18,7 +18,6 @@ reconnects and carries on with the batch still on the queue.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -54,6 +53,7 @@ from broker.service.config import Settings, broker_config
 from broker.service.held import HOLD_SECONDS, HeldMessages
 from broker.service.metrics import BrokerMetrics
 from broker.service.provision import ensure_system_queues
+from broker.service.signals import on_stop_signals
 from broker.store import leases
 from queues import Claim, ClaimLost, Message, QueueManager, UnitOfWork
 from queues.database import is_sqlite, maintenance_warnings
@@ -140,8 +140,7 @@ class RoutingService:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT finish the batch in hand, then the loop returns."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop())
+        on_stop_signals(self.stop)
 
     def prepare(self) -> None:
         with self.qm.unit_of_work() as uow:

@@ -13,9 +13,7 @@ disconnect request (``broker.service.mqtt.takeover``). The serving process's lis
 
 from __future__ import annotations
 
-import signal
 import threading
-from types import FrameType
 
 from broker.service import logs
 from broker.service.config import Settings
@@ -23,6 +21,7 @@ from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt.listener import MqttListener
 from broker.service.mqtt.transports import endpoints
 from broker.service.router_pool import end_with_parent, watch_parent
+from broker.service.signals import on_stop_signals
 from queues import QueueManager, make_engine
 
 
@@ -36,12 +35,7 @@ def listen(settings: Settings, parent: int) -> None:
         listener = MqttListener(
             qm, settings, endpoints(settings), BrokerMetrics(), primary=False, shared=True
         )
-
-        def stop(_signum: int, _frame: FrameType | None) -> None:
-            listener.stop()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        on_stop_signals(listener.stop)
         threading.Thread(
             target=watch_parent,
             args=(parent, listener.stop, listener.stopped.is_set),
