@@ -1001,6 +1001,11 @@ class QueueManager:
         definitions = self.inquire_queues(names)
         return [name for name in names if (d := definitions[name]) is not None and d.depth > 0]
 
+    def nonempty_under(self, prefix: str) -> list[str]:
+        """The queues whose names begin with ``prefix`` that hold committed messages."""
+        with self.reading() as conn:
+            return sql.select_nonempty_names(conn, prefix)
+
     # -- messaging outside an explicit unit of work ----------------------------------------
 
     def put(self, queue: str, message: Message) -> bytes:

@@ -103,6 +103,14 @@ def select_deepest_queues(conn: Connection, limit: int) -> list[Row[Any]]:
     return list(conn.execute(deepest.limit(limit)))
 
 
+def select_nonempty_names(conn: Connection, prefix: str) -> list[str]:
+    """The names beginning with ``prefix`` of the queues holding messages: a range of the
+    primary key (LIKE would not use it on SQLite), read from the depth counters."""
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    names = select(queues.c.name).where(queues.c.name >= prefix, queues.c.name < upper, queues.c.depth > 0)
+    return list(conn.execute(names).scalars())
+
+
 def like_literal(text: str) -> str:
     """``text`` as a LIKE pattern (escape ``\\``) that matches only itself."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

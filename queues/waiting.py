@@ -133,6 +133,42 @@ class WakeSockets:
                 self._directory_fd = None
 
 
+class Arrivals:
+    """The queues announced since the last :meth:`take`, for one watcher of many queues (a
+    listener with a session queue per client): a token over all of them would change with
+    any of them, and finding which would look at every one on every announcement."""
+
+    def __init__(self, notifier: ArrivalNotifier) -> None:
+        self._notifier = notifier
+        self._cond = threading.Condition()
+        self._names: set[str] = set()
+        self._everything = False
+
+    def added(self, names: Iterable[str]) -> None:
+        with self._cond:
+            self._names.update(names)
+            self._cond.notify()
+
+    def anything(self) -> None:
+        """Something changed, nobody knows where (the backstop reading, a lost connection)."""
+        with self._cond:
+            self._everything = True
+            self._cond.notify()
+
+    def take(self, timeout: float) -> tuple[set[str], bool]:
+        """The queues announced since the last take, and whether anything else may have
+        changed; waits up to ``timeout`` for either."""
+        with self._cond:
+            if not self._names and not self._everything:
+                self._cond.wait(timeout)
+            taken = self._names, self._everything
+            self._names, self._everything = set(), False
+        return taken
+
+    def close(self) -> None:
+        self._notifier.forget(self)
+
+
 class ArrivalNotifier:
     """Per-queue arrival counters that waiters can block on."""
 
@@ -152,6 +188,7 @@ class ArrivalNotifier:
         self._cond = threading.Condition()
         self._versions: dict[str, int] = {}
         self._everything = 0  # bumped when we only know that *something* changed
+        self._observers: set[Arrivals] = set()
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -160,11 +197,26 @@ class ArrivalNotifier:
         with self._cond:
             return self._everything + sum(self._versions.get(q, 0) for q in queues)
 
-    def announce(self, queues: Iterable[str]) -> None:
+    def observe(self) -> Arrivals:
+        """What is announced from now on, queue by queue (:class:`Arrivals`); ``close`` it."""
+        self._ensure_watcher()
+        arrivals = Arrivals(self)
         with self._cond:
-            for name in queues:
+            self._observers.add(arrivals)
+        return arrivals
+
+    def forget(self, arrivals: Arrivals) -> None:
+        with self._cond:
+            self._observers.discard(arrivals)
+
+    def announce(self, queues: Iterable[str]) -> None:
+        names = list(queues)
+        with self._cond:
+            for name in names:
                 self._versions[name] = self._versions.get(name, 0) + 1
             self._cond.notify_all()
+            for observer in self._observers:
+                observer.added(names)
 
     def committed(self, queues: Iterable[str]) -> None:
         """A commit put messages on ``queues``: wake this process's waiters, and on SQLite
@@ -178,6 +230,8 @@ class ArrivalNotifier:
         with self._cond:
             self._everything += 1
             self._cond.notify_all()
+            for observer in self._observers:
+                observer.anything()
 
     def wait(self, queues: Iterable[str], token: int, timeout: float) -> None:
         """Block until ``token`` is stale, or for at most ``timeout`` (and never longer

@@ -277,6 +277,15 @@ def test_deepest_queues_come_first_and_empty_ones_never(qm):
     assert "DEEP.EMPTY" not in [q.name for q in qm.deepest_queues(100)]
 
 
+def test_nonempty_under_a_prefix_names_only_the_queues_holding_messages(qm):
+    for name in ("SESS.A", "SESS.B", "SESS.C", "SESSX", "OTHER.A"):
+        qm.define_queue(name)
+    for name in ("SESS.A", "SESS.C", "SESSX", "OTHER.A"):
+        qm.put(name, msg(1))
+    qm.get("SESS.C")
+    assert qm.nonempty_under("SESS.") == ["SESS.A"]  # not SESSX: "." is part of the prefix
+
+
 def test_list_and_inquire_show_depth(qm):
     qm.define_queue("APP.Q")
     qm.put_many([("APP.Q", msg(i)) for i in range(3)])

@@ -245,6 +245,29 @@ def test_announcing_another_queue_does_not_end_the_wait(notifier):
     assert time.monotonic() - started >= 0.2
 
 
+def test_an_observer_takes_the_queues_announced_since_its_last_take(notifier):
+    arrivals = notifier.observe()
+    notifier.announce(["A", "B"])
+    notifier.announce(["B", "C"])
+    assert arrivals.take(5) == ({"A", "B", "C"}, False)
+    assert arrivals.take(0.05) == (set(), False)  # each announcement is taken once
+    notifier.announce_everything()
+    notifier.announce(["D"])
+    assert arrivals.take(5) == ({"D"}, True)
+    arrivals.close()
+    notifier.announce(["E"])
+    assert arrivals.take(0.05) == (set(), False)  # closed: no longer told
+
+
+def test_an_observer_waits_for_an_announcement_from_another_thread(notifier):
+    arrivals = notifier.observe()
+    threading.Timer(0.1, notifier.announce, args=(["A"],)).start()
+    started = time.monotonic()
+    assert arrivals.take(5) == ({"A"}, False)
+    assert 0.1 <= time.monotonic() - started < 0.3
+    arrivals.close()
+
+
 def test_the_postgresql_listener_connects_with_the_real_password(monkeypatch):
     """``str(url)`` masks the password as ``***``: the LISTEN connection must not use that."""
     import psycopg

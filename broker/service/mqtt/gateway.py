@@ -111,6 +111,7 @@ class Opened:
     present: bool
     awaiting_release: list[int]
     outbound: list[Outbound]
+    behind: bool  # the session queue may hold messages: drain it
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,12 +411,16 @@ class Gateway:
             rows = sessions.unacknowledged(conn, client_id) if present else []
             if present:  # its messages go on after those another listener process stored
                 self._seq = max(self._seq, sessions.last_outbound_seq(conn, client_id))
+            # A new session's queue is empty (a discarded one's was emptied above): nothing to
+            # drain before deliveries go straight to the client.
+            behind = present or batch.uow.depth(queue_name) > 0
             if send is not None:
                 window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
                 granted = sessions.granted(conn, client_id) if present else {}
-                self.outlets[queue_name] = Outlet(client_id, queue_name, window, granted, send, loop)
+                outlet = Outlet(client_id, queue_name, window, granted, send, loop, behind)
+                self.outlets[queue_name] = outlet
             if not present:
-                return Opened(False, [], [])
+                return Opened(False, [], [], behind)
             outbound = [
                 Outbound(
                     Publish(row.topic, row.payload, row.qos, row.retain, packet_id=row.packet_id),
@@ -423,7 +428,7 @@ class Gateway:
                 )
                 for row in rows
             ]
-            return Opened(True, sessions.awaiting_release(conn, client_id), outbound)
+            return Opened(True, sessions.awaiting_release(conn, client_id), outbound, behind)
 
         return job
 

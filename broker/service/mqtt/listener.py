@@ -69,6 +69,7 @@ from queues.reasons import Reason
 log = logging.getLogger("broker.mqtt")
 
 MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
+SCAN_SECONDS = 0.5  # the watch reads the depth counters at most this often
 
 
 def generated_client_id() -> str:
@@ -238,7 +239,9 @@ class Connection:
                 self._deregister(action)
             elif isinstance(action, Delivered):
                 gateway.post(gateway.acknowledged(self.client_id, action.packet_id, received=False))
-                if self._blocked:  # the window was full: there is room again
+                # There is room in the window again: for a drain that found it full, and for
+                # one under way, which may find it full before this acknowledgement is recorded.
+                if self._blocked or self._pumping is not None:
                     self._blocked = False
                     self.wake()
             elif isinstance(action, Received):
@@ -358,7 +361,8 @@ class Connection:
             gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
         )
         self.listener.attach(self)
-        self.wake()
+        if opened.behind:
+            self.wake()
         log.info(
             "mqtt client connected",
             extra={
@@ -466,6 +470,11 @@ class Connection:
             )
 
 
+def _wake_all(connections: list[Connection]) -> None:
+    for connection in connections:
+        connection.wake()
+
+
 class MqttListener:
     """The asyncio MQTT server of one broker process."""
 
@@ -493,6 +502,7 @@ class MqttListener:
         self.connections: set[Connection] = set()
         self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
+        self._last_scan = 0.0  # time.monotonic() of the watch's last read of the depth counters
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self.stopped = threading.Event()
@@ -637,24 +647,30 @@ class MqttListener:
     # -- deliveries ------------------------------------------------------------------------
 
     def _watch(self) -> None:
-        """Wake the connections whose session queue received messages."""
-        seen: dict[str, int] = {}
-        while not self.stopped.is_set():
-            names = list(self._by_queue)
-            if not names:
-                self.stopped.wait(0.05)
-                continue
-            token = self.qm.arrival_token(names)
-            for name in names:
-                now = self.qm.arrival_token([name])
-                if seen.get(name) != now:
-                    seen[name] = now
-                    connection = self._by_queue.get(name)
-                    if connection is not None and self._loop is not None:
-                        self._loop.call_soon_threadsafe(connection.wake)
-            for gone in seen.keys() - set(names):
-                del seen[gone]
-            self.qm.wait_for_arrival(names, token, 1.0)
+        """Wake the connections whose session queue received messages. When only "something
+        changed" is known (SQLite's backstop reading, a lost LISTEN connection), the depth
+        counters say which session queues hold messages: one read, at most every
+        ``SCAN_SECONDS``, rather than a wake-up (and a drain) of every connection."""
+        arrivals = self.qm.notifier.observe()
+        scan_due: float | None = None  # when to read the depth counters, if asked to
+        try:
+            while not self.stopped.is_set():
+                wait = 1.0 if scan_due is None else max(0.0, scan_due - time.monotonic())
+                names, everything = arrivals.take(wait)
+                if everything and scan_due is None:
+                    scan_due = self._last_scan + SCAN_SECONDS
+                if scan_due is not None and time.monotonic() >= scan_due:
+                    scan_due = None
+                    self._last_scan = time.monotonic()
+                    names.update(self.qm.nonempty_under(sessions.QUEUE_PREFIX))
+                self._wake_queues(names)
+        finally:
+            arrivals.close()
+
+    def _wake_queues(self, names: set[str]) -> None:
+        waking = [c for name in names if (c := self._by_queue.get(name)) is not None]
+        if waking and self._loop is not None:
+            self._loop.call_soon_threadsafe(_wake_all, waking)
 
     # -- counters --------------------------------------------------------------------------
 

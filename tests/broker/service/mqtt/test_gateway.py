@@ -94,31 +94,49 @@ def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> No
     asyncio.run(scenario())
 
 
+def test_a_new_session_is_caught_up_from_its_first_delivery(qm: QueueManager) -> None:
+    """A new session's queue is empty: nothing to drain before deliveries go straight."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            sub = Client(gateway, "sub")
+            define(qm, sub)
+            await sub.open()
+            await sub.subscribe("t", 1)
+            await publish(gateway, Publish("t", b"one", qos=1, packet_id=1))
+            assert [p.payload for p in sub.received] == [b"one"]
+            assert qm.depth(sub.queue) == 0
+
+    asyncio.run(scenario())
+
+
 def test_a_client_behind_gets_its_queue_first_and_the_window_bounds_what_goes_straight(
     qm: QueueManager,
 ) -> None:
     async def scenario() -> None:
-        async with running(qm, Settings(mqtt_max_inflight=2)) as gateway:
+        async with running(qm, Settings(mqtt_max_inflight=3)) as gateway:
             sub = Client(gateway, "sub")
             define(qm, sub)
             await sub.open(clean=False)
             await sub.subscribe("t", 1)
-            # Not drained yet: the session may hold messages, so these are queued.
+            await gateway.submit(gateway.offline("sub"))
             await publish(gateway, Publish("t", b"queued", qos=1, packet_id=1))
-            assert sub.received == [] and qm.depth(sub.queue) == 1
+            await sub.open(clean=False)  # resumed: its queue holds a message, sent before any other
+            await publish(gateway, Publish("t", b"held", qos=1, packet_id=2))
+            assert sub.received == [] and qm.depth(sub.queue) == 2
             await sub.drain()
             await publish(
-                gateway, *(Publish("t", f"live{n}".encode(), qos=1, packet_id=2 + n) for n in range(3))
+                gateway, *(Publish("t", f"live{n}".encode(), qos=1, packet_id=3 + n) for n in range(3))
             )
-            # The window holds 2: "queued" and "live0" are in flight, the rest waits on the queue.
-            assert [p.payload for p in sub.received] == [b"queued", b"live0"]
+            # The window holds 3: "queued", "held" and "live0" are in flight, the rest waits.
+            assert [p.payload for p in sub.received] == [b"queued", b"held", b"live0"]
             assert qm.depth(sub.queue) == 2
             for sent in sub.received:
                 await gateway.submit(gateway.acknowledged("sub", sent.packet_id or 0, received=False))
             await publish(gateway, Publish("t", b"after", qos=1, packet_id=9))  # behind: queued
             await sub.drain()
-            assert [p.payload for p in sub.received] == [b"queued", b"live0", b"live1", b"live2"]
-            assert len({p.packet_id for p in sub.received}) == 4
-            assert qm.depth(sub.queue) == 1  # "after", until there is room again
+            assert [p.payload for p in sub.received][3:] == [b"live1", b"live2", b"after"]
+            assert len({p.packet_id for p in sub.received[3:]}) == 3
+            assert qm.depth(sub.queue) == 0
 
     asyncio.run(scenario())

@@ -125,3 +125,37 @@ def test_a_clean_session_reconnecting_at_once_finds_the_previous_one_ended(broke
     pub.publish("fast/x", b"delivered", 1)
     received = raw.next()
     assert isinstance(received, Publish) and received.payload == b"delivered"
+
+
+def test_a_message_put_on_a_session_queue_without_a_wake_up_still_reaches_its_client(
+    broker: MqttBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that announces nothing (another program, a lost notification): the listener
+    hears that something changed (SQLite's backstop reading of the database, PostgreSQL's
+    LISTEN connection coming back) and the depth counters say which session queue to drain."""
+    from broker.service.mqtt import bridge
+    from queues import sql
+
+    raw = Raw(broker.port)
+    assert raw.connect("device", clean=False) == ConnAck(False, 0)
+    raw.send(Subscribe(1, (("cmd/#", 1),)))
+    assert raw.next() == SubAck(1, (1,))
+    qm = broker.qm
+    monkeypatch.setattr(qm.notifier, "committed", lambda queues: None)
+    monkeypatch.setattr(sql, "notify_arrivals", lambda conn, queues: None)
+    monkeypatch.setattr(sql, "_carries", lambda params, arrivals: False)
+    qm.put(sessions.queue_for("device"), bridge.publication(Publish("cmd/x", b"quiet", 1), "alice"))
+    if qm.engine.dialect.name == "postgresql":
+        with pytest.raises(TimeoutError):
+            raw.next(timeout=1.5)  # nothing announced it
+        with qm.reading() as conn:  # the listener's LISTEN connection ends, and comes back
+            ended = conn.exec_driver_sql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE query LIKE 'LISTEN%%' AND datname = current_database()"
+            ).scalar_one()
+        assert ended >= 1
+    delivered = raw.next()
+    assert isinstance(delivered, Publish)
+    assert (delivered.topic, delivered.payload, delivered.qos) == ("cmd/x", b"quiet", 1)
+    raw.send(PubAck(delivered.packet_id or 0))
+    raw.close()
