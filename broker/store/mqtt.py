@@ -46,6 +46,7 @@ from broker.store.schema import (
     mqtt_subscriptions,
 )
 from queues import sql
+from queues.owners import dead_here
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
@@ -134,6 +135,7 @@ class StoredSession:
     offline_since: int = 0  # epoch ms its client went (0 while online)
     dropped: int = 0  # messages dropped over the queued-message limit, since it was created
     refused: int = 0  # its client's publications and subscriptions the broker refused
+    owner: str = ""  # the listener process its client is connected to (queues.owners)
 
     @property
     def key(self) -> bytes:
@@ -191,6 +193,25 @@ def set_offline(conn: Connection, now: int, client_ids: Sequence[str] | None = N
     conn.execute(statement)
 
 
+def release_dead(conn: Connection, now: int) -> int:
+    """Mark offline the sessions held by listener processes of this machine that died (a
+    listener process among several, killed: its clients are gone, and its sessions would
+    otherwise look connected, never expire, and hold up the next takeover of each); returns
+    how many. One look at the owners of the online sessions."""
+    owners = conn.execute(
+        select(mqtt_sessions.c.owner).where(mqtt_sessions.c.online == 1).distinct()
+    ).scalars()
+    dead = [owner for owner in owners if owner and dead_here(owner)]
+    if not dead:
+        return 0
+    statement = (
+        update(mqtt_sessions)
+        .where(mqtt_sessions.c.online == 1, mqtt_sessions.c.owner.in_(dead))
+        .values(online=0, offline_since=now)
+    )
+    return conn.execute(statement).rowcount
+
+
 def _session(row: object) -> StoredSession:
     m = row._mapping  # type: ignore[attr-defined]
     return StoredSession(
@@ -207,6 +228,7 @@ def _session(row: object) -> StoredSession:
         m["offline_since"],
         m["dropped"],
         m["refused"],
+        m["owner"],
     )
 
 
@@ -220,6 +242,7 @@ def save_session(conn: Connection, session: StoredSession) -> None:
         "connected_at": session.connected_at,
         "online": 1,
         "offline_since": 0,
+        "owner": session.owner,
     }
     changed = conn.execute(
         update(mqtt_sessions).where(mqtt_sessions.c.session_key == session.key).values(**values)

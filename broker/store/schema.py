@@ -188,6 +188,8 @@ mqtt_sessions = Table(
     Column("dropped", BigInteger, nullable=False, server_default="0"),  # over the queued-message limit
     # publications and subscriptions of its client refused by the broker's authority
     Column("refused", BigInteger, nullable=False, server_default="0"),
+    # the listener process its client is connected to (queues.owners), while online
+    Column("owner", String(96), nullable=False, server_default=""),
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).

@@ -60,6 +60,7 @@ from queues import QueueManager, UnitOfWork
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.message import Message
+from queues.owners import owner_name
 
 log = logging.getLogger("broker.mqtt")
 
@@ -268,6 +269,7 @@ class Gateway:
         self.stream = next(iter(self.router.config.streams))
         self.control = self.router.config.control_queue
         self.outlets: dict[str, Outlet] = {}  # by session queue; the gateway thread's alone
+        self.owner = owner_name("mqtt")  # what the sessions it opens record as their holder
         self._jobs: queue.SimpleQueue[tuple[Job, Future | None, bool] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
         self._seq = 0
@@ -406,6 +408,7 @@ class Gateway:
                     address,
                     batch.now if stored is None or not present else stored.created_at,
                     batch.now,
+                    owner=self.owner,
                 ),
             )
             rows = sessions.unacknowledged(conn, client_id) if present else []

@@ -18,7 +18,9 @@ its expiry by up to one period.
 Operators' requests (``broker.store.mqtt_requests``: disconnect a client, delete a session,
 made through the admin API or the CLI, perhaps in another process) are read every
 :data:`REQUEST_PERIOD` seconds. A disconnect closes the connection as a lost one: the client
-did not send DISCONNECT, so its will is published, as after a takeover.
+did not send DISCONNECT, so its will is published, as after a takeover. With several listener
+processes, the sessions of one that died are marked offline within :data:`HOLDERS_PERIOD`
+seconds (``broker.store.mqtt.release_dead``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MAX_PERIOD = 60.0
 MIN_PERIOD = 0.5
 QUEUED_PERIOD = 5.0  # the queued-message limit: two statements per pass, whatever the fleet
 REQUEST_PERIOD = 0.25  # operators' requests: one read of an (almost always) empty table
+HOLDERS_PERIOD = 5.0  # the holders of online sessions: one look at their distinct owners
 
 
 def period(expiry: int, max_queued: int) -> float | None:
@@ -90,6 +93,24 @@ async def one_pass(listener: MqttListener) -> None:
             log.warning(
                 "mqtt messages dropped: too many queued for an offline session",
                 extra={"client_id": client_id, "dropped": dropped, "limit": settings.mqtt_max_queued},
+            )
+
+
+async def release_dead_holders(listener: MqttListener) -> None:
+    """With several listener processes, mark offline every ``HOLDERS_PERIOD`` seconds the
+    sessions of one that died (until cancelled): the serving process starts it again, but
+    its clients are gone, and their sessions would look connected and never expire."""
+    gateway = listener.gateway
+    while True:
+        await asyncio.sleep(HOLDERS_PERIOD)
+        try:
+            released = await gateway.submit(lambda b: sessions.release_dead(b.uow.connection, b.now))
+        except Exception:
+            log.exception("mqtt housekeeping failed")
+            continue
+        if released:
+            log.warning(
+                "mqtt sessions of a listener process that died marked offline", extra={"sessions": released}
             )
 
 

@@ -5,7 +5,7 @@ end (``MqttListener.take_over``). Across processes the database carries the requ
 table operators' disconnects use (``broker.store.mqtt_requests``): the process that accepted
 the new CONNECT finds the session online, writes a disconnect request for its client id and
 waits until the session is released (marked offline, or removed for a clean session), at most
-``TAKEOVER_SECONDS``: a process that died cannot answer, and its sessions stay marked online.
+``TAKEOVER_SECONDS``; a session held by a process that died (``queues.owners``) is taken at once.
 The listener holding the client takes the request (``housekeeping.honour_requests``, a few
 times a second) and closes that connection, its will published as for any takeover. The
 requester withdraws its request before it opens the session, answered or not: left pending,
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from broker.store import mqtt as sessions
 from broker.store import mqtt_requests
 from broker.store.mqtt_requests import DISCONNECT, Request
+from queues.owners import dead_here
 
 if TYPE_CHECKING:
     from broker.service.mqtt.listener import MqttListener
@@ -58,6 +59,7 @@ async def take_over_elsewhere(listener: MqttListener, client_id: str) -> None:
 
 
 def _online(listener: MqttListener, client_id: str) -> bool:
+    """Whether a live listener process holds ``client_id`` (one that died cannot answer)."""
     with listener.qm.reading() as conn:
         stored = sessions.find_session(conn, client_id)
-    return stored is not None and stored.online
+    return stored is not None and stored.online and not dead_here(stored.owner)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+
 from sqlalchemy import Engine
 
 from broker.store import mqtt
+from queues.owners import machine_key, owner_name
 
 
 def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connection(engine: Engine) -> None:
@@ -63,3 +66,26 @@ def test_sessions_are_paged_by_client_id_and_counted(engine: Engine) -> None:
         assert [s.client_id for s in mqtt.list_sessions(conn, limit=3)] == ["a", "b", "c"]
         assert [s.client_id for s in mqtt.list_sessions(conn, after="b", limit=3)] == ["c", "d"]
         assert mqtt.count_sessions(conn) == (3, 4)
+
+
+def test_sessions_held_by_a_listener_process_that_died_are_released(engine: Engine) -> None:
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = f"mqtt:host:1/{ended.pid}@{machine_key()}"
+    elsewhere = f"mqtt:host:1/{ended.pid}@000000000000"  # another machine: never judged here
+    holders = {"sensor": dead, "meter": dead, "phone": owner_name("mqtt"), "car": elsewhere, "old": ""}
+    with engine.begin() as conn:
+        for client_id, owner in holders.items():
+            mqtt.save_session(
+                conn,
+                mqtt.StoredSession(
+                    client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 1, owner=owner
+                ),
+            )
+        assert mqtt.find_session(conn, "sensor").owner == dead  # type: ignore[union-attr]
+        assert mqtt.release_dead(conn, 500) == 2
+        assert [(s.client_id, s.offline_since) for s in mqtt.offline_sessions(conn)] == [
+            ("meter", 500),
+            ("sensor", 500),
+        ]
+        assert mqtt.release_dead(conn, 600) == 0

@@ -3,7 +3,13 @@ another process closes the first connection there, and the session carries on.""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 from broker.protocol.mqtt import ConnAck, PubAck, Publish, SubAck, Subscribe
+from broker.service.mqtt.housekeeping import HOLDERS_PERIOD
+from broker.store import mqtt as sessions
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, eventually
 from tests.e2e.processes import Brokers
 
@@ -56,3 +62,68 @@ def test_a_client_id_taken_over_on_another_process_keeps_its_session(brokers: Br
     assert _payloads(second, 1) == [b"after"]  # its subscription moved with it
     second.close()
     pub.close()
+
+
+def _landed_on_another_process(broker: MqttBroker, client_id: str) -> Raw:
+    """A persistent session of ``client_id`` held by the listener process that is not the
+    serving one (connections the kernel gives to the serving one are closed, and tried again)."""
+    for _ in range(ATTEMPTS):
+        raw = Raw(broker.port)
+        answer = raw.connect(client_id, clean=False)
+        assert isinstance(answer, ConnAck) and answer.return_code == 0
+        if _holder(broker, client_id) != broker.process.pid:
+            return raw
+        # The client closes first: a server-side TIME-WAIT on loopback could meet a later
+        # connection that the kernel gives the same client port.
+        raw.close()
+        assert eventually(lambda: not _online(broker, client_id))
+    raise AssertionError(f"no connection landed on the second process in {ATTEMPTS} attempts")
+
+
+def test_the_sessions_of_a_listener_process_that_died_are_released(brokers: Brokers) -> None:
+    """A killed listener process cannot answer a takeover: its clients reconnect at once (no
+    wait for an answer), and the sessions nobody reconnects are marked offline."""
+    broker = MqttBroker(brokers, BROKER_MQTT_PROCESSES="2")
+    assert eventually(lambda: len(broker.process.lines("mqtt listener started")) == 2, 60)
+    first, second = (_landed_on_another_process(broker, c) for c in ("first", "second"))
+    holder = _holder(broker, "first")
+    assert _holder(broker, "second") == holder
+    os.kill(holder, signal.SIGKILL)
+    assert _ended(first)
+
+    started = time.monotonic()
+    again, answer = _reconnect(broker, "first")
+    assert answer == ConnAck(True, 0)
+    assert time.monotonic() - started < 1.0  # no wait for an answer (TAKEOVER_SECONDS)
+    assert eventually(lambda: not _online(broker, "second"), HOLDERS_PERIOD + 10)
+    assert _online(broker, "first")
+    assert not broker.process.lines("mqtt takeover not answered; taking the session anyway")
+    again.close()
+    second.close()
+
+
+def _online(broker: MqttBroker, client_id: str) -> bool:
+    with broker.qm.reading() as conn:
+        stored = sessions.find_session(conn, client_id)
+    return stored is not None and stored.online
+
+
+def _ended(raw: Raw) -> bool:
+    """Whether the connection ends (closed or reset: a killed process's kernel may do either)."""
+    try:
+        return raw.closed_by_broker()
+    except ConnectionResetError:
+        return True
+
+
+def _reconnect(broker: MqttBroker, client_id: str) -> tuple[Raw, object]:
+    """Connect again as a client library does: a connection the kernel handed to the killed
+    process's listening socket in the moment it was closing is reset, and tried again."""
+    for _ in range(ATTEMPTS):
+        raw = Raw(broker.port)
+        try:
+            return raw, raw.connect(client_id, clean=False)
+        except ConnectionResetError:
+            raw.close()
+            time.sleep(0.05)
+    raise AssertionError(f"every reconnection of {client_id} reset")
