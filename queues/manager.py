@@ -360,6 +360,14 @@ class UnitOfWork:
                 self._definitions[name] = found.get(name)
         return {name: self._definitions[name] for name in wanted}
 
+    def ensure_queue(self, name: str, **attrs: Any) -> None:
+        """DEFINE QLOCAL unless the queue exists, which is left as it is: a queue made on demand
+        (an MQTT session's) committed with the work that needs it, not in a transaction of its
+        own."""
+        check_queue_name(name)
+        sql.insert_queue_if_new(self.connection, _definition_values(name, check_attributes(attrs), now_ms()))
+        self._definitions.pop(name, None)
+
     def depth(self, queue: str) -> int:
         """Depth including this unit of work's uncommitted puts and gets."""
         definition = self.definitions([queue])[queue]

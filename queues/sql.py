@@ -174,6 +174,11 @@ def insert_queue(conn: Connection, values: Mapping[str, Any]) -> None:
     conn.execute(insert(queues).values(**values))
 
 
+def insert_queue_if_new(conn: Connection, values: Mapping[str, Any]) -> None:
+    """Define the queue unless one of that name exists (which is left as it is)."""
+    conn.execute(insert_new(conn, queues, ("name",)).values(**values))
+
+
 def update_queue(conn: Connection, name: str, values: Mapping[str, Any]) -> int:
     return conn.execute(update(queues).where(queues.c.name == name).values(**values)).rowcount
 

@@ -277,6 +277,22 @@ def test_deepest_queues_come_first_and_empty_ones_never(qm):
     assert "DEEP.EMPTY" not in [q.name for q in qm.deepest_queues(100)]
 
 
+def test_a_queue_ensured_in_a_unit_of_work_commits_with_it_and_an_existing_one_is_left_alone(qm):
+    qm.define_queue("MADE.BEFORE", max_depth=7)
+    with pytest.raises(RuntimeError), qm.unit_of_work() as uow:
+        uow.ensure_queue("ON.DEMAND", max_depth=9)
+        raise RuntimeError("backed out")
+    assert qm.inquire_queues(["ON.DEMAND"]) == {"ON.DEMAND": None}
+    with qm.unit_of_work() as uow:
+        uow.ensure_queue("ON.DEMAND", max_depth=9, description="made on demand")
+        uow.ensure_queue("MADE.BEFORE", max_depth=9)
+        uow.put("ON.DEMAND", msg(1))
+        assert uow.depth("ON.DEMAND") == 1
+    assert (qm.inquire_queue("ON.DEMAND").max_depth, qm.depth("ON.DEMAND")) == (9, 1)
+    assert qm.inquire_queue("ON.DEMAND").description == "made on demand"
+    assert qm.inquire_queue("MADE.BEFORE").max_depth == 7
+
+
 def test_nonempty_under_a_prefix_names_only_the_queues_holding_messages(qm):
     for name in ("SESS.A", "SESS.B", "SESS.C", "SESSX", "OTHER.A"):
         qm.define_queue(name)

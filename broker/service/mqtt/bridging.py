@@ -240,7 +240,6 @@ class Bridge:
         restart and not acknowledged, sent again."""
         listener, config = self.listener, self.config
         gateway, queue = listener.gateway, sessions.queue_for(config.session)
-        await asyncio.to_thread(listener.ensure_queue, queue)
         connect = Connect("MQTT", MQTT_311, config.session, False, 0)
         opened = await gateway.submit(gateway.open(connect, config.session, config.principal, self._address))
         outbound = tuple((spec.local, spec.qos) for spec in config.topics if spec.outbound())

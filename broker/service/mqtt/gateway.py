@@ -57,6 +57,7 @@ from broker.service.mqtt import bridge
 from broker.service.router import RoutingService
 from broker.store import mqtt as sessions
 from queues import QueueManager, UnitOfWork
+from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.message import Message
@@ -68,6 +69,7 @@ MAX_JOBS_PER_BATCH = 2000
 LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
 QOS_CACHE = 1024  # topics whose granted QoS an outlet remembers
+SESSION_QUEUE = "MQTT session"  # the description of a session's queue
 FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
 
 Send = Callable[[list[Publish]], None]
@@ -392,11 +394,12 @@ class Gateway:
         def job(batch: Batch) -> Opened:
             batch.write()  # what the batch holds for the session so far, before it is read
             conn = batch.uow.connection
+            queue_name = sessions.queue_for(client_id)
+            batch.uow.ensure_queue(queue_name, max_depth=MAX_MAX_DEPTH, description=SESSION_QUEUE)
             stored = sessions.find_session(conn, client_id)
             present = stored is not None and not stored.clean and not connect.clean_session
             if stored is not None and not present:
                 self._discard(batch, stored.client_id, stored.queue)
-            queue_name = sessions.queue_for(client_id)
             sessions.save_session(
                 conn,
                 sessions.StoredSession(

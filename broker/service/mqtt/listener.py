@@ -61,10 +61,8 @@ from broker.service.mqtt.gateway import Drained, Gateway, Opened
 from broker.service.mqtt.transports import Endpoint, Server, Stream
 from broker.store import mqtt as sessions
 from queues import QueueManager
-from queues.definition import MAX_MAX_DEPTH
-from queues.errors import MQError, UnknownObject
+from queues.errors import UnknownObject
 from queues.ids import now_ms
-from queues.reasons import Reason
 
 log = logging.getLogger("broker.mqtt")
 
@@ -355,7 +353,6 @@ class Connection:
         self.user_id = user_id
         await self.listener.take_over(action.client_id, self)
         self.queue = sessions.queue_for(action.client_id)
-        await asyncio.to_thread(self.listener.ensure_queue, self.queue)
         gateway = self.listener.gateway
         opened: Opened = await gateway.submit(
             gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
@@ -634,13 +631,6 @@ class MqttListener:
                 return CONNACK_BAD_CREDENTIALS, ""
             self._verified[key] = digest
         return 0, connect.username
-
-    def ensure_queue(self, name: str) -> None:
-        try:
-            self.qm.define_queue(name, max_depth=MAX_MAX_DEPTH, description="MQTT session")
-        except MQError as exc:
-            if exc.reason != Reason.MQRCCF_OBJECT_ALREADY_EXISTS:
-                raise
 
     def delete_queue(self, name: str) -> None:
         with contextlib.suppress(UnknownObject):

@@ -16,7 +16,6 @@ from broker.service.mqtt.gateway import Gateway
 from broker.service.provision import ensure_system_queues
 from broker.store import mqtt as sessions
 from queues import QueueManager
-from queues.definition import MAX_MAX_DEPTH
 from tests.statements import recorded
 
 USER = "alice"
@@ -63,15 +62,10 @@ async def publish(gateway: Gateway, *publications: Publish) -> None:
     await asyncio.gather(*(gateway.submit(gateway.publish("pub", p, USER)) for p in publications))
 
 
-def define(qm: QueueManager, client: Client) -> None:
-    qm.define_queue(client.queue, max_depth=MAX_MAX_DEPTH)
-
-
 def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> None:
     async def scenario() -> None:
         async with running(qm) as gateway:
             sub = Client(gateway, "sub")
-            define(qm, sub)
             await sub.open()
             await sub.subscribe("t/#", 1)
             await sub.drain()
@@ -100,7 +94,6 @@ def test_a_new_session_is_caught_up_from_its_first_delivery(qm: QueueManager) ->
     async def scenario() -> None:
         async with running(qm) as gateway:
             sub = Client(gateway, "sub")
-            define(qm, sub)
             await sub.open()
             await sub.subscribe("t", 1)
             await publish(gateway, Publish("t", b"one", qos=1, packet_id=1))
@@ -116,7 +109,6 @@ def test_a_client_behind_gets_its_queue_first_and_the_window_bounds_what_goes_st
     async def scenario() -> None:
         async with running(qm, Settings(mqtt_max_inflight=3)) as gateway:
             sub = Client(gateway, "sub")
-            define(qm, sub)
             await sub.open(clean=False)
             await sub.subscribe("t", 1)
             await gateway.submit(gateway.offline("sub"))
