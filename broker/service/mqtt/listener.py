@@ -499,7 +499,6 @@ class MqttListener:
         self.connections: set[Connection] = set()
         self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
-        self._last_scan = 0.0  # time.monotonic() of the watch's last read of the depth counters
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self.stopped = threading.Event()
@@ -644,16 +643,17 @@ class MqttListener:
         counters say which session queues hold messages: one read, at most every
         ``SCAN_SECONDS``, rather than a wake-up (and a drain) of every connection."""
         arrivals = self.qm.notifier.observe()
-        scan_due: float | None = None  # when to read the depth counters, if asked to
+        last_scan = 0.0  # time.monotonic() of the last read of the depth counters
+        scan_due: float | None = None  # when to read them next, if asked to
         try:
             while not self.stopped.is_set():
                 wait = 1.0 if scan_due is None else max(0.0, scan_due - time.monotonic())
                 names, everything = arrivals.take(wait)
                 if everything and scan_due is None:
-                    scan_due = self._last_scan + SCAN_SECONDS
+                    scan_due = last_scan + SCAN_SECONDS
                 if scan_due is not None and time.monotonic() >= scan_due:
                     scan_due = None
-                    self._last_scan = time.monotonic()
+                    last_scan = time.monotonic()
                     names.update(self.qm.nonempty_under(sessions.QUEUE_PREFIX))
                 self._wake_queues(names)
         finally:
