@@ -27,12 +27,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 
 from broker.service import logs
 from broker.service.config import ConfigError, Settings
 from broker.service.router import RoutingService
+from broker.service.signals import on_stop_signals
 from queues import QueueManager, make_engine
 
 log = logging.getLogger("broker.routers")
@@ -54,19 +56,33 @@ def check(settings: Settings) -> None:
 
 def route(settings: Settings, parent: int) -> None:
     """The body of an extra routing process, started by process ``parent``."""
+    with child_of(parent, settings) as qm:
+        service = RoutingService(qm, settings)
+        stop_with(parent, service.stop, lambda: service.stopping)
+        service.run(channels=False)
+
+
+@contextmanager
+def child_of(parent: int, settings: Settings) -> Iterator[QueueManager]:
+    """What every process of a pool starts with: it ends with ``parent``, logs as the settings
+    say, and has a queue manager of its own, closed when it is done."""
     end_with_parent(parent)
     logs.configure(settings.log_level, settings.log_format)
     engine = make_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
     qm = QueueManager(engine, appl_name="broker", turn_timeout=settings.turn_timeout)
     try:
-        service = RoutingService(qm, settings)
-        service.install_signal_handlers()
-        threading.Thread(
-            target=_stop_when_orphaned, args=(service, parent), name="parent-check", daemon=True
-        ).start()
-        service.run(channels=False)
+        yield qm
     finally:
         qm.close()
+
+
+def stop_with(parent: int, stop: Callable[[], None], stopping: Callable[[], bool]) -> None:
+    """``stop`` on SIGTERM or SIGINT, and once the serving process is gone: the check behind
+    the parent-death signal (another platform, a signal lost), which finishes the work in hand."""
+    on_stop_signals(stop)
+    threading.Thread(
+        target=watch_parent, args=(parent, stop, stopping), name="parent-check", daemon=True
+    ).start()
 
 
 def end_with_parent(parent: int) -> None:
@@ -78,12 +94,6 @@ def end_with_parent(parent: int) -> None:
             log.warning("no parent-death signal", extra={"error": os.strerror(ctypes.get_errno())})
     if os.getppid() != parent:
         raise SystemExit(0)
-
-
-def _stop_when_orphaned(service: RoutingService, parent: int) -> None:
-    """The check behind the parent-death signal (another platform, a signal lost): once the
-    serving process is gone, finish the batch in hand and stop."""
-    watch_parent(parent, service.stop, lambda: service.stopping)
 
 
 def watch_parent(parent: int, stop: Callable[[], None], stopping: Callable[[], bool]) -> None:

@@ -13,35 +13,18 @@ disconnect request (``broker.service.mqtt.takeover``). The serving process's lis
 
 from __future__ import annotations
 
-import threading
-
-from broker.service import logs
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt.listener import MqttListener
 from broker.service.mqtt.transports import endpoints
-from broker.service.router_pool import end_with_parent, watch_parent
-from broker.service.signals import on_stop_signals
-from queues import QueueManager, make_engine
+from broker.service.router_pool import child_of, stop_with
 
 
 def listen(settings: Settings, parent: int) -> None:
     """The body of an extra listener process, started by process ``parent``."""
-    end_with_parent(parent)
-    logs.configure(settings.log_level, settings.log_format)
-    engine = make_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
-    qm = QueueManager(engine, appl_name="broker", turn_timeout=settings.turn_timeout)
-    try:
+    with child_of(parent, settings) as qm:
         listener = MqttListener(
             qm, settings, endpoints(settings), BrokerMetrics(), primary=False, shared=True
         )
-        on_stop_signals(listener.stop)
-        threading.Thread(
-            target=watch_parent,
-            args=(parent, listener.stop, listener.stopped.is_set),
-            name="parent-check",
-            daemon=True,
-        ).start()
+        stop_with(parent, listener.stop, listener.stopped.is_set)
         listener.run()
-    finally:
-        qm.close()
