@@ -63,6 +63,7 @@ def filter_key(text: str) -> bytes:
     return blake2b(text.encode("utf-8"), digest_size=16, person=b"mqtt-filter").digest()
 
 
+@lru_cache(maxsize=16384)
 def queue_for(client_id: str) -> str:
     """The session queue of ``client_id``: a name of MQ characters whatever the id holds."""
     digest = blake2b(client_id.encode("utf-8"), digest_size=18, person=b"mqtt-queue").hexdigest()
@@ -333,8 +334,10 @@ def awaiting_release(conn: Connection, client_id: str) -> list[int]:
 
 def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
     if ids:
-        rows = [{"session_key": session_key(c), "packet_id": p} for c, p in ids]
-        _execute_many(conn, "record_received", lambda: insert(mqtt_inbound), rows)
+        rows = [(session_key(c), p) for c, p in ids]
+        _execute_many(
+            conn, "record_received", lambda: insert(mqtt_inbound), ("session_key", "packet_id"), rows
+        )
 
 
 def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -357,14 +360,24 @@ def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class NewOutbound:
+# An outbound message about to be sent, as the values of its row (``_OUTBOUND_COLUMNS``):
+# the listener stores one per QoS 1/2 delivery, so it builds the row's tuple and nothing else.
+NewOutbound = tuple[bytes, int, int, str, bytes, int, int, int]
+
+
+def new_outbound(client_id: str, seq: int, row: OutboundRow) -> NewOutbound:
     """An outbound message about to be sent to ``client_id``; ``seq`` orders it after the
     session's earlier ones (the order they are sent again in after a reconnection)."""
-
-    client_id: str
-    seq: int
-    row: OutboundRow
+    return (
+        session_key(client_id),
+        row.packet_id,
+        seq,
+        row.topic,
+        row.payload,
+        row.qos,
+        int(row.retain),
+        int(row.released),
+    )
 
 
 def last_outbound_seq(conn: Connection, client_id: str | None = None) -> int:
@@ -378,37 +391,19 @@ def last_outbound_seq(conn: Connection, client_id: str | None = None) -> int:
     return conn.execute(statement).scalar() or 0
 
 
-def store_outbound(conn: Connection, messages: Sequence[NewOutbound]) -> None:
+def store_outbound(conn: Connection, rows: Sequence[NewOutbound]) -> None:
     """Record messages about to be sent, whatever sessions they are for: one statement (on
     PostgreSQL a binary COPY from two rows up, as the queues' messages are written)."""
-    rows = [
-        (
-            session_key(m.client_id),
-            m.row.packet_id,
-            m.seq,
-            m.row.topic,
-            m.row.payload,
-            m.row.qos,
-            int(m.row.retain),
-            0,
-        )
-        for m in messages
-    ]
     if conn.dialect.name == "postgresql" and len(rows) > 1:
         sql.copy_rows(conn, mqtt_outbound, _OUTBOUND_COLUMNS, rows)
     elif rows:
-        _execute_many(
-            conn,
-            "store_outbound",
-            lambda: insert(mqtt_outbound),
-            [dict(zip(_OUTBOUND_COLUMNS, row, strict=True)) for row in rows],
-        )
+        _execute_many(conn, "store_outbound", lambda: insert(mqtt_outbound), _OUTBOUND_COLUMNS, rows)
 
 
 def release_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
     """PUBREC came for these QoS 2 messages: after a restart, PUBREL is what is sent again."""
     if ids:
-        _execute_many(conn, "release_outbound", _release, [{"k": session_key(c), "v": p} for c, p in ids])
+        _execute_many(conn, "release_outbound", _release, _PAIR, [(session_key(c), p) for c, p in ids])
 
 
 def _release() -> Update:
@@ -428,7 +423,8 @@ def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[t
             conn,
             (table.name, column),
             partial(_deletion, table, column),
-            [{"k": k, "v": v} for k, v in pairs],
+            _PAIR,
+            pairs,
         )
 
 
@@ -437,20 +433,32 @@ def _deletion(table: Table, column: str) -> Delete:
 
 
 def _execute_many(
-    conn: Connection, name: Hashable, build: Callable[[], ClauseElement], rows: list[dict[str, Any]]
+    conn: Connection,
+    name: Hashable,
+    build: Callable[[], ClauseElement],
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
 ) -> None:
-    """One statement for many rows, compiled once per dialect and handed to the driver as it
-    is: SQLAlchemy's processing of every row's parameters cost more than the statement."""
+    """One statement for many rows (each the values of ``columns``, in that order), compiled
+    once per dialect and handed to the driver as it is: SQLAlchemy's processing of every
+    row's parameters cost more than the statement. Rows already in the order of a positional
+    statement's parameters go through untouched."""
     key = (conn.dialect.name, name)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = _COMPILED[key] = cast(SQLCompiler, build().compile(dialect=conn.dialect))
-    if compiled.positional:
-        order = compiled.positiontup or []
-        conn.exec_driver_sql(compiled.string, [tuple(row[n] for n in order) for row in rows])
+    plan = _COMPILED.get(key)
+    if plan is None:
+        compiled = cast(SQLCompiler, build().compile(dialect=conn.dialect))
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        plan = _COMPILED[key] = (compiled.string, order)
+    statement, order = plan
+    if order is None:
+        conn.exec_driver_sql(statement, [dict(zip(columns, row, strict=True)) for row in rows])
+    elif order == columns:
+        conn.exec_driver_sql(statement, list(rows))
     else:
-        conn.exec_driver_sql(compiled.string, rows)
+        where = [columns.index(n) for n in order]
+        conn.exec_driver_sql(statement, [tuple(row[i] for i in where) for row in rows])
 
 
-_COMPILED: dict[tuple[str, Hashable], SQLCompiler] = {}
+_COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}
+_PAIR = ("k", "v")
 _OUTBOUND_COLUMNS = ("session_key", "packet_id", "seq", "topic", "payload", "qos", "retain", "released")

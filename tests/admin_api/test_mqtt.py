@@ -31,7 +31,7 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
                 ),
             )
         row = mqtt.OutboundRow(5, "t", b"x", 1, False, False)
-        mqtt.store_outbound(uow.connection, [mqtt.NewOutbound("phone", 1, row)])
+        mqtt.store_outbound(uow.connection, [mqtt.new_outbound("phone", 1, row)])
         uow.put(queue, command_message(psc.parse("<psc><Command>Publish</Command><Topic>t</Topic></psc>")))
         mqtt.set_offline(uow.connection, now_ms(), ["phone"])
         mqtt.count_dropped(uow.connection, "phone", 2)

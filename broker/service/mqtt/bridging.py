@@ -285,7 +285,7 @@ class Bridge:
     def _forget(self, packet_id: int) -> None:
         self.used.discard(packet_id)
         gateway = self.listener.gateway
-        gateway.post(gateway.acknowledged(self.config.session, packet_id, received=False))
+        gateway.post(gateway.acknowledged(self.config.session, [packet_id], received=False))
 
     def _received(self, message: Any) -> None:
         mapped = to_local(self.config.topics, message.topic)
@@ -295,7 +295,7 @@ class Bridge:
         topic, qos = mapped
         publish = Publish(topic, message.payload, min(qos, message.qos), bool(message.retain))
         gateway = self.listener.gateway
-        job = gateway.publish("", publish, self.config.principal, origin=self.config.name)
+        job = gateway.publish("", [publish], self.config.principal, origin=self.config.name)
         gateway.submit(job).add_done_callback(lambda done: self._routed(done, message))
 
     def _routed(self, done: asyncio.Future[Any], message: Any) -> None:

@@ -38,7 +38,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -82,6 +82,7 @@ class Outlet:
     ``loop``; ``behind``: its queue may hold messages, which go before any new delivery."""
 
     client_id: str
+    key: bytes  # the session's key (``broker.store.mqtt.session_key``)
     queue: str
     window: Window
     granted: dict[str, int]
@@ -192,47 +193,54 @@ class Batch:
         outcome = engine.route(message, engine.source_of(self.state, source_queue), self.state, self.now)
         self.state.apply_all(outcome.effects)
         outlets = self.gateway.outlets
-        sent = None if live is None else Publish(live.topic, live.payload, live.qos)  # live: RETAIN=0
+        effects = self.effects
+        # As sent: RETAIN=0 (a live delivery); one QoS 0 copy for all the QoS 0 deliveries.
+        plain = Publish(live.topic, live.payload) if live is not None else None
+        qos = 0 if live is None else live.qos
         for effect in outcome.effects:
             if type(effect) is Deliver:
                 outlet = outlets.get(effect.queue)
-                if outlet is not None and sent is not None and self._direct(outlet, sent):
+                if outlet is not None and plain is not None and self._direct(outlet, plain, qos):
                     continue  # its MQRFH2 message is never built
                 effect = effect.put()
             if type(effect) is Put and not effect.q_mgr and (outlet := outlets.get(effect.queue)) is not None:
                 outlet.behind = True
                 self.queued.add(effect.queue)
-            self.effects.append(effect)
+            effects.append(effect)
         return outcome
 
-    def _direct(self, outlet: Outlet, live: Publish) -> bool:
-        """Deliver ``live`` to a caught-up outlet without its queue; False if it must queue."""
+    def _direct(self, outlet: Outlet, plain: Publish, qos: int) -> bool:
+        """Deliver a publication of QoS ``qos`` to a caught-up outlet without its queue (as
+        ``plain``, its QoS 0 form, or numbered at the QoS granted); False if it must queue."""
         if outlet.behind:
             return False
-        qos = min(live.qos, outlet.qos(live.topic))
-        if qos and not outlet.window.room:
-            return False
-        self.sends.setdefault(outlet, []).append(self.outbound(outlet.client_id, outlet.window, live, qos))
+        qos = qos and min(qos, outlet.qos(plain.topic))
+        if qos:
+            window = outlet.window
+            if not window.room:
+                return False
+            sent = self.outbound(outlet.key, self.number(window), plain, qos)
+        else:
+            sent = plain
+        sends = self.sends.get(outlet)
+        if sends is None:
+            self.sends[outlet] = [sent]
+        else:
+            sends.append(sent)
         return True
 
-    def outbound(self, client_id: str, window: Window, publish: Publish, qos: int) -> Publish:
-        """``publish`` as sent to ``client_id`` at ``qos``: a QoS 1/2 one numbered from
-        ``window`` and stored until it is acknowledged."""
-        if not qos:
-            return publish if not publish.qos else Publish(publish.topic, publish.payload, 0, publish.retain)
+    def number(self, window: Window) -> int:
+        """The next packet id of ``window`` (given back if the batch fails)."""
         packet_id = window.take()
         self.numbered.append((window, packet_id))
-        return self.store(
-            client_id, Publish(publish.topic, publish.payload, qos, publish.retain, packet_id=packet_id)
-        )
+        return packet_id
 
-    def store(self, client_id: str, publish: Publish) -> Publish:
-        assert publish.packet_id is not None
-        row = sessions.OutboundRow(
-            publish.packet_id, publish.topic, publish.payload, publish.qos, publish.retain, False
-        )
-        self.stored.append(sessions.NewOutbound(client_id, self.gateway.next_seq(), row))
-        return publish
+    def outbound(self, key: bytes, packet_id: int, publish: Publish, qos: int) -> Publish:
+        """``publish`` as sent at QoS ``qos`` (1 or 2) with ``packet_id`` to the session whose
+        key is ``key``, RETAIN as given: stored until it is acknowledged."""
+        topic, payload, retain = publish.topic, publish.payload, publish.retain
+        self.stored.append((key, packet_id, self.gateway.next_seq(), topic, payload, qos, int(retain), 0))
+        return Publish(topic, payload, qos, retain, False, packet_id)
 
     def undo(self) -> None:
         """The batch failed: its packet ids are free again, and its outlets' queues may hold
@@ -423,7 +431,16 @@ class Gateway:
             if send is not None:
                 window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
                 granted = sessions.granted(conn, client_id) if present else {}
-                outlet = Outlet(client_id, queue_name, window, granted, send, loop, behind)
+                outlet = Outlet(
+                    client_id,
+                    sessions.session_key(client_id),
+                    queue_name,
+                    window,
+                    granted,
+                    send,
+                    loop,
+                    behind,
+                )
                 self.outlets[queue_name] = outlet
             if not present:
                 return Opened(False, [], [], behind)
@@ -513,23 +530,26 @@ class Gateway:
             while batch.uow.get_batch(queue_name, FETCH_LIMIT):
                 pass
 
-    def publish(self, client_id: str, publish: Publish, user_id: str, *, origin: str = "") -> Job:
-        """Route one PUBLISH; a QoS 2 id is recorded in the same commit. Returns whether it
-        was routed (False: the principal may not publish there). A QoS 0 one needs no unit
-        of work of its own."""
+    def publish(self, client_id: str, publishes: Sequence[Publish], user_id: str, *, origin: str = "") -> Job:
+        """Route PUBLISHes, in order; a QoS 2 id is recorded in the same commit. Returns
+        whether each was routed (False: the principal may not publish there). QoS 0 ones
+        alone need no unit of work of their own."""
 
-        def job(batch: Batch) -> bool:
-            outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream, publish)
-            if publish.retain and not publish.payload:
-                batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
-            if publish.qos == 2 and publish.packet_id is not None:
-                batch.received.append((client_id, publish.packet_id))
-            routed = outcome.completion != pscr.ERROR
-            if not routed:
-                batch.refused[client_id] += 1
+        def job(batch: Batch) -> list[bool]:
+            routed: list[bool] = []
+            for publish in publishes:
+                outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream, publish)
+                if publish.retain and not publish.payload:
+                    batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
+                if publish.qos == 2 and publish.packet_id is not None:
+                    batch.received.append((client_id, publish.packet_id))
+                ok = outcome.completion != pscr.ERROR
+                if not ok:
+                    batch.refused[client_id] += 1
+                routed.append(ok)
             return routed
 
-        return MemoryJob(job) if publish.qos == 0 else job
+        return MemoryJob(job) if not any(publish.qos for publish in publishes) else job
 
     def subscribe(
         self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
@@ -572,17 +592,19 @@ class Gateway:
         """PUBREL: the QoS 2 id is forgotten (a new PUBLISH with it is a new message)."""
         return lambda batch: batch.forgotten.append((client_id, packet_id))
 
-    def acknowledged(self, client_id: str, packet_id: int, *, received: bool) -> Job:
-        """PUBREC (``received``) marks an outbound QoS 2 message; PUBACK/PUBCOMP forgets one,
-        and frees its packet id (the deletion precedes any new use of it in the batch)."""
-        pair = (client_id, packet_id)
+    def acknowledged(self, client_id: str, packet_ids: Sequence[int], *, received: bool) -> Job:
+        """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs forget them,
+        and free their packet ids (the deletion precedes any new use of them in the batch)."""
+        pairs = [(client_id, packet_id) for packet_id in packet_ids]
         if received:
-            return lambda batch: batch.released.append(pair)
+            return lambda batch: batch.released.extend(pairs)
+        queue_name = sessions.queue_for(client_id)
 
         def job(batch: Batch) -> None:
-            batch.acknowledged.append(pair)
-            if (outlet := self.outlets.get(sessions.queue_for(client_id))) is not None:
-                outlet.window.free(packet_id)
+            batch.acknowledged.extend(pairs)
+            if (outlet := self.outlets.get(queue_name)) is not None:
+                for packet_id in packet_ids:
+                    outlet.window.free(packet_id)
 
         return job
 
@@ -596,10 +618,10 @@ class Gateway:
 
         def job(batch: Batch) -> list[Publish]:
             free = iter(ids)
+            key = sessions.session_key(client_id)
 
             def number(publish: Publish, qos: int) -> Publish:
-                numbered = Publish(publish.topic, publish.payload, qos, publish.retain, packet_id=next(free))
-                return batch.store(client_id, numbered)
+                return batch.outbound(key, next(free), publish, qos)
 
             return self._take(batch, queue_name, len(ids), partial(_granted_qos, granted), number, origin)[1]
 
@@ -622,7 +644,7 @@ class Gateway:
             count = min(room, FETCH_LIMIT)
 
             def number(publish: Publish, qos: int) -> Publish:
-                return batch.outbound(outlet.client_id, outlet.window, publish, qos)
+                return batch.outbound(outlet.key, batch.number(outlet.window), publish, qos)
 
             taken, publishes = self._take(batch, queue_name, count, outlet.qos, number)
             if taken < count:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from hashlib import blake2b
+from itertools import groupby
 from typing import Any
 
 from broker.protocol.mqtt.codec import Decoder, encode
@@ -200,51 +201,74 @@ class Connection:
             self._arm()
 
     def _handle(self, packets: Sequence[Packet]) -> None:
+        """Carry out the actions of one read's packets together (a read of many PUBLISHes or
+        acknowledgements costs one job, see :meth:`perform`)."""
         now = time.monotonic()
-        handled = 0
+        session = self.session
+        actions: list[Action] = []
         for packet in packets:
-            if self.closing:
-                break
-            self.perform(self.session.receive(packet, now))
-            handled += 1
-        self.listener.count_packets("in", packets[:handled])
+            actions += session.receive(packet, now)
+        self.perform(actions)
+        self.listener.count_packets("in", packets)
 
     # -- actions ---------------------------------------------------------------------------
 
     def perform(self, actions: list[Action]) -> None:
         """Queue the actions behind the earlier ones; durable work starts at once. A packet
-        with nothing before it (a PINGRESP, say) is written at once, without a task."""
+        with nothing before it (a PINGRESP, say) is written at once, without a task. A run of
+        publications to route, or of acknowledgements, is one job for the gateway (in the
+        order they came: the acknowledgements they call for go out in that order)."""
+        for kind, run in groupby(actions, type):
+            if kind is Route:
+                self._route([action.publish for action in run if isinstance(action, Route)])
+            elif kind is Delivered:
+                self._delivered([action.packet_id for action in run if isinstance(action, Delivered)])
+            elif kind is Received:
+                self._received([action.packet_id for action in run if isinstance(action, Received)])
+            else:
+                for action in run:
+                    self._perform(action)
+
+    def _perform(self, action: Action) -> None:
         gateway = self.listener.gateway
-        for action in actions:
-            if isinstance(action, Send):
-                if self._answering is None:
-                    self._write(action.packet)
-                else:
-                    self._step(None, lambda _, a=action: [a])
-            elif isinstance(action, Close):
-                self.closing = True
+        if isinstance(action, Send):
+            if self._answering is None:
+                self._write([action.packet])
+            else:
                 self._step(None, lambda _, a=action: [a])
-            elif isinstance(action, Open):
-                self._step(self._open(action), lambda actions: actions)
-            elif isinstance(action, Route):
-                self._route(action.publish)
-            elif isinstance(action, Release):
-                job = gateway.released(self.client_id, action.packet_id)
-                self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.released(i))
-            elif isinstance(action, Register):
-                self._register(action)
-            elif isinstance(action, Deregister):
-                self._deregister(action)
-            elif isinstance(action, Delivered):
-                gateway.post(gateway.acknowledged(self.client_id, action.packet_id, received=False))
-                # There is room in the window again: for a drain that found it full, and for
-                # one under way, which may find it full before this acknowledgement is recorded.
-                if self._blocked or self._pumping is not None:
-                    self._blocked = False
-                    self.wake()
-            elif isinstance(action, Received):
-                job = gateway.acknowledged(self.client_id, action.packet_id, received=True)
-                self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.recorded(i))
+        elif isinstance(action, Close):
+            self.closing = True
+            self._step(None, lambda _, a=action: [a])
+        elif isinstance(action, Open):
+            self._step(self._open(action), lambda actions: actions)
+        elif isinstance(action, Release):
+            job = gateway.released(self.client_id, action.packet_id)
+            self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.released(i))
+        elif isinstance(action, Register):
+            self._register(action)
+        elif isinstance(action, Deregister):
+            self._deregister(action)
+
+    def _delivered(self, packet_ids: list[int]) -> None:
+        gateway = self.listener.gateway
+        gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False))
+        # There is room in the window again: for a drain that found it full, and for one
+        # under way, which may find it full before these acknowledgements are recorded.
+        if self._blocked or self._pumping is not None:
+            self._blocked = False
+            self.wake()
+
+    def _received(self, packet_ids: list[int]) -> None:
+        gateway = self.listener.gateway
+        session = self.session
+
+        def then(_: object) -> list[Action]:
+            actions: list[Action] = []
+            for packet_id in packet_ids:
+                actions += session.recorded(packet_id)
+            return actions
+
+        self._step(gateway.submit(gateway.acknowledged(self.client_id, packet_ids, received=True)), then)
 
     def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
         if self._steps is None:
@@ -253,19 +277,21 @@ class Connection:
         if self._answering is None:
             self._answering = asyncio.get_running_loop().create_task(self._answer())
 
-    def _route(self, publish: Publish) -> None:
-        future = self.listener.gateway.submit(
-            self.listener.gateway.publish(self.client_id, publish, self.user_id)
-        )
+    def _route(self, publishes: list[Publish]) -> None:
+        gateway = self.listener.gateway
+        future = gateway.submit(gateway.publish(self.client_id, publishes, self.user_id))
 
-        def then(routed: bool) -> list[Action]:
-            if not routed:
-                self.listener.refused("publish")
-                log.warning(
-                    "mqtt publication refused: not authorised",
-                    extra={"client_id": self.client_id, "user": self.user_id, "topic": publish.topic},
-                )
-            return self.session.routed(publish)
+        def then(routed: list[bool]) -> list[Action]:
+            actions: list[Action] = []
+            for publish, ok in zip(publishes, routed, strict=True):
+                if not ok:
+                    self.listener.refused("publish")
+                    log.warning(
+                        "mqtt publication refused: not authorised",
+                        extra={"client_id": self.client_id, "user": self.user_id, "topic": publish.topic},
+                    )
+                actions += self.session.routed(publish)
+            return actions
 
         self._step(future, then)
 
@@ -311,24 +337,28 @@ class Connection:
                     await self._end(Close(f"internal error: {exc!r}", self._will()))
                     return
                 later: list[Action] = []
+                out: list[Packet] = []
                 for action in step.then(result):
                     if isinstance(action, Send):
-                        self._write(action.packet)
+                        out.append(action.packet)
                     elif isinstance(action, Close):
+                        self._write(out)
                         await self._end(action)
                         return
                     else:
                         later.append(action)
+                self._write(out)
                 self.perform(later)
         finally:
             self._answering = None
             self._steps = None
 
-    def _write(self, packet: Packet) -> None:
-        if self.stream.is_closing():
+    def _write(self, packets: list[Packet]) -> None:
+        """Write ``packets`` in one write."""
+        if not packets or self.stream.is_closing():
             return
-        data = encode(packet)
-        self.listener.count_packet("out", packet)
+        data = b"".join([encode(packet) for packet in packets])
+        self.listener.count_packets("out", packets)
         self.listener.count_bytes("out", len(data))
         self.stream.write(data)
 
@@ -381,7 +411,7 @@ class Connection:
             if close.will is not None and self.queue:
                 will = close.will
                 publish = Publish(will.topic, will.payload, will.qos, will.retain)
-                await gateway.submit(gateway.publish(self.client_id, publish, self.user_id))
+                await gateway.submit(gateway.publish(self.client_id, [publish], self.user_id))
                 self.listener.metrics.mqtt.wills.inc()
             if self.queue and self.listener.owns(self):
                 if self.clean:
@@ -450,11 +480,7 @@ class Connection:
                 packets.append(action.packet)
         if not over:
             self._shedding = False
-        if packets:
-            data = b"".join(encode(packet) for packet in packets)
-            self.listener.count_packets("out", packets)
-            self.listener.count_bytes("out", len(data))
-            self.stream.write(data)
+        self._write(packets)
 
     def _shed(self) -> None:
         """Drop a QoS 0 delivery: counted each time, logged once per spell of not reading."""
@@ -506,6 +532,9 @@ class MqttListener:
         # One thread verifies passwords: scrypt's 16 MiB stays in one malloc arena.
         self.authenticator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqtt-auth")
         self._verified: dict[tuple[str, str], bytes] = {}
+        # The labelled counters, looked up once: a label lookup costs more than the increment.
+        self._packet_counters: dict[tuple[str, type], Any] = {}
+        self._byte_counters: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -666,16 +695,21 @@ class MqttListener:
 
     # -- counters --------------------------------------------------------------------------
 
-    def count_packet(self, direction: str, packet: Packet) -> None:
-        self.metrics.mqtt.packets.labels(direction, type(packet).__name__.upper()).inc()
-
     def count_packets(self, direction: str, packets: Sequence[Packet]) -> None:
         """Count many packets at the cost of one increment per kind."""
-        for kind, count in Counter(type(packet).__name__.upper() for packet in packets).items():
-            self.metrics.mqtt.packets.labels(direction, kind).inc(count)
+        kinds = Counter(map(type, packets))
+        for kind, count in kinds.items():
+            counter = self._packet_counters.get((direction, kind))
+            if counter is None:
+                counter = self.metrics.mqtt.packets.labels(direction, kind.__name__.upper())
+                self._packet_counters[(direction, kind)] = counter
+            counter.inc(count)
 
     def count_bytes(self, direction: str, size: int) -> None:
-        self.metrics.mqtt.bytes.labels(direction).inc(size)
+        counter = self._byte_counters.get(direction)
+        if counter is None:
+            counter = self._byte_counters[direction] = self.metrics.mqtt.bytes.labels(direction)
+        counter.inc(size)
 
     def refused(self, what: str) -> None:
         self.metrics.mqtt.refused.labels(what).inc()

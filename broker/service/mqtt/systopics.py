@@ -67,11 +67,9 @@ async def publish(listener: MqttListener) -> None:
     gateway, principal = listener.gateway, listener.settings.admin_group
     while True:
         values = status(time.monotonic() - started, len(listener.clients), listener.metrics)
-        jobs = [
-            gateway.publish("", Publish(topic, text.encode(), 0, True), principal) for topic, text in values
-        ]
+        publishes = [Publish(topic, text.encode(), 0, True) for topic, text in values]
         try:
-            await asyncio.gather(*(gateway.submit(job) for job in jobs))  # one batch, one commit
+            await gateway.submit(gateway.publish("", publishes, principal))  # one job, one commit
         except Exception:
             log.exception("mqtt $SYS publication failed")
         await asyncio.sleep(interval)

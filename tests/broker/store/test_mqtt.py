@@ -42,9 +42,9 @@ def test_outbound_messages_of_many_sessions_in_one_statement_resent_in_seq_order
         mqtt.store_outbound(
             conn,
             [
-                mqtt.NewOutbound("phone", 7, row(3, "second")),
-                mqtt.NewOutbound("sensor", 8, row(3, "other")),
-                mqtt.NewOutbound("phone", 6, row(9, "first")),
+                mqtt.new_outbound("phone", 7, row(3, "second")),
+                mqtt.new_outbound("sensor", 8, row(3, "other")),
+                mqtt.new_outbound("phone", 6, row(9, "first")),
             ],
         )
         assert mqtt.last_outbound_seq(conn) == 8

@@ -59,7 +59,7 @@ async def running(qm: QueueManager, settings: Settings | None = None) -> AsyncIt
 
 
 async def publish(gateway: Gateway, *publications: Publish) -> None:
-    await asyncio.gather(*(gateway.submit(gateway.publish("pub", p, USER)) for p in publications))
+    await asyncio.gather(*(gateway.submit(gateway.publish("pub", [p], USER)) for p in publications))
 
 
 def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> None:
@@ -81,7 +81,7 @@ def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> No
                 stored = sessions.unacknowledged(uow.connection, "sub")
                 assert [(r.packet_id, r.payload) for r in stored] == [(sent.packet_id, b"one")]
             assert qm.depth(sub.queue) == 0
-            await gateway.submit(gateway.acknowledged("sub", sent.packet_id or 0, received=False))
+            await gateway.submit(gateway.acknowledged("sub", [sent.packet_id or 0], received=False))
             with qm.unit_of_work() as uow:
                 assert sessions.unacknowledged(uow.connection, "sub") == []
 
@@ -124,7 +124,7 @@ def test_a_client_behind_gets_its_queue_first_and_the_window_bounds_what_goes_st
             assert [p.payload for p in sub.received] == [b"queued", b"held", b"live0"]
             assert qm.depth(sub.queue) == 2
             for sent in sub.received:
-                await gateway.submit(gateway.acknowledged("sub", sent.packet_id or 0, received=False))
+                await gateway.submit(gateway.acknowledged("sub", [sent.packet_id or 0], received=False))
             await publish(gateway, Publish("t", b"after", qos=1, packet_id=9))  # behind: queued
             await sub.drain()
             assert [p.payload for p in sub.received][3:] == [b"live1", b"live2", b"after"]
