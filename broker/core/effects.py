@@ -5,6 +5,9 @@ them in one transaction, the Spark job writes them idempotently, tests compare
 them. State-changing effects are also applied to the in-memory
 :class:`~broker.core.state.BrokerState` by :meth:`~broker.core.state.BrokerState.apply`,
 so that the next command of a batch sees them.
+
+Effects are values, never changed once built; their classes are not frozen only because a
+frozen dataclass costs seven times as much to build, and one is built per delivery.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ FORWARD = "forward"
 PROXY = "proxy"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Put:
     """Put ``message`` on ``queue`` at ``q_mgr`` ("" = this queue manager)."""
 
@@ -34,7 +37,7 @@ class Put:
     topic: str = ""  # for deliveries: the (first) topic, for logs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Deliver:
     """A delivery to a local queue whose subscriber a shell may hand publications to itself
     (:attr:`~broker.core.state.BrokerState.direct`): the message is built only if it goes
@@ -48,30 +51,30 @@ class Deliver:
         return Put(self.queue, self.build(), "", DELIVERY, self.topic)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class AddSubscription:
     """Register ``subscription``, replacing any with the same key."""
 
     subscription: Subscription
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RemoveSubscription:
     key: SubscriptionKey
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SetRetained:
     publication: RetainedPublication
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DeleteRetained:
     sub_point: str
     topic: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DeadLetter:
     """The command message cannot be processed: dead-letter it with ``reason``."""
 
@@ -83,7 +86,7 @@ class DeadLetter:
 Effect = Put | Deliver | AddSubscription | RemoveSubscription | SetRetained | DeleteRetained | DeadLetter
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Outcome:
     """The effects of routing one message, and a summary for logs and metrics."""
 

