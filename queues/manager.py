@@ -368,6 +368,21 @@ class UnitOfWork:
         sql.insert_queue_if_new(self.connection, _definition_values(name, check_attributes(attrs), now_ms()))
         self._definitions.pop(name, None)
 
+    def delete_queue(self, name: str) -> int:
+        """DELETE QLOCAL with PURGE, committed with the rest of this unit of work (a queue made
+        on demand goes with the work that ends its use, not in a transaction of its own):
+        refused (2042) while a process holds it open; returns the number purged. What this
+        unit of work put on it or got from it goes with it."""
+        opens.check_delete(name, opens.live(sql.select_opens(self.connection, name), now_ms()))
+        purged = sql.purge_queue(self.connection, name)
+        if not sql.delete_queue(self.connection, name):
+            raise UnknownObject(name)
+        for pending in (self._deltas, self._puts, self._gets):
+            pending.pop(name, None)
+        self._arrivals.discard(name)
+        self._definitions[name] = None
+        return purged
+
     def depth(self, queue: str) -> int:
         """Depth including this unit of work's uncommitted puts and gets."""
         definition = self.definitions([queue])[queue]

@@ -189,6 +189,11 @@ def reindex_correl(conn: Connection, name: str, indexed: bool) -> None:
     conn.execute(update(messages).where(messages.c.queue == name).values(correl_key=key))
 
 
+def delete_queue(conn: Connection, name: str) -> int:
+    """Delete the definition, whatever the queue holds (the caller purged it)."""
+    return conn.execute(delete(queues).where(queues.c.name == name)).rowcount
+
+
 def delete_empty_queue(conn: Connection, name: str) -> int:
     """Delete the definition only if the queue holds nothing (MQ refuses otherwise)."""
     stmt = delete(queues).where(queues.c.name == name, queues.c.depth == 0)

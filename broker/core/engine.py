@@ -57,14 +57,23 @@ def source_of(state: BrokerState, queue: str) -> Source:
     return Source(queue, STREAM, config.streams.get(queue, ""))
 
 
-def route(message: Message, source: Source, state: BrokerState, now: int, *, sequence: int = 0) -> Outcome:
+def route(
+    message: Message,
+    source: Source,
+    state: BrokerState,
+    now: int,
+    *,
+    sequence: int = 0,
+    headers: rfh2.RFH2Body | None = None,
+) -> Outcome:
     """Route one message taken from ``source``; ``sequence`` is its position in
-    the input (the retained store keeps the last writer by it)."""
+    the input (the retained store keeps the last writer by it). ``headers``: the
+    message's MQRFH2 as decoded, from a caller that built the message itself."""
     request = Request(message, source, state, now, sequence=sequence)
     try:
         if source.kind == INTER_BROKER and message.msg_type == MQMT_REPLY:
             return _neighbour_response(request)
-        _decode(request)
+        _decode(request, headers)
         command = request.command
         assert command is not None
         if source.kind not in _QUEUE_KINDS[type(command)]:
@@ -78,12 +87,12 @@ def route(message: Message, source: Source, state: BrokerState, now: int, *, seq
         return refused(request, refusal)
 
 
-def _decode(request: Request) -> None:
+def _decode(request: Request, headers: rfh2.RFH2Body | None) -> None:
     m = request.message
     if m.msg_type not in (MQMT_REQUEST, MQMT_DATAGRAM):
         raise Refused(Reason.MQRC_MSG_TYPE_ERROR, f"MsgType {m.msg_type} is not a request or a datagram")
     try:
-        request.headers = rfh2.decode(m.body, m.encoding, m.format)
+        request.headers = headers if headers is not None else rfh2.decode(m.body, m.encoding, m.format)
         commands: list[str] = []
         path: str | None = None
         for folder in request.headers.folders:

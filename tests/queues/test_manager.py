@@ -344,6 +344,28 @@ def test_delete_with_purge_removes_messages_and_queue(qm, engine):
     assert bodies(qm, "OTHER") == [b"m9"]
 
 
+def test_a_queue_deleted_in_a_unit_of_work_goes_with_it_and_its_own_puts_and_gets(qm, engine):
+    qm.define_queue("ON.DEMAND")
+    qm.define_queue("OTHER")
+    qm.put_many([("ON.DEMAND", msg(1)), ("ON.DEMAND", msg(2)), ("OTHER", msg(9))])
+    with pytest.raises(RuntimeError), qm.unit_of_work() as uow:
+        uow.delete_queue("ON.DEMAND")
+        raise RuntimeError("backed out")
+    assert qm.depth("ON.DEMAND") == 2
+    with qm.unit_of_work() as uow:
+        uow.put("ON.DEMAND", msg(3))
+        assert [m.body for m in uow.get_batch("ON.DEMAND", 1)] == [b"m1"]
+        uow.put("OTHER", msg(8))
+        assert uow.delete_queue("ON.DEMAND") == 2  # m2 and m3: m1 was gotten
+        with pytest.raises(UnknownObject):
+            uow.depth("ON.DEMAND")
+        with pytest.raises(UnknownObject):
+            uow.delete_queue("ON.DEMAND")
+    assert qm.inquire_queues(["ON.DEMAND"]) == {"ON.DEMAND": None}
+    assert rows_on(engine, "ON.DEMAND") == 0
+    assert bodies(qm, "OTHER") == [b"m9", b"m8"]
+
+
 def test_delete_unknown_is_2085(qm):
     with pytest.raises(UnknownObject):
         qm.delete_queue("NOPE")

@@ -93,6 +93,9 @@ def test_the_manager_refuses_while_a_queue_is_held_and_not_after(qm: QueueManage
     with pytest.raises(MQError) as deleted:
         qm.delete_queue("IN.Q")
     assert deleted.value.reason == Reason.MQRC_OBJECT_IN_USE and f"({me})" in deleted.value.detail
+    with pytest.raises(MQError) as in_unit, qm.unit_of_work() as uow:
+        uow.delete_queue("IN.Q")
+    assert in_unit.value.reason == Reason.MQRC_OBJECT_IN_USE
     for queue, change in (
         ("IN.Q", {"get_enabled": False}),
         ("IN.Q", {"max_msg_length": 100}),

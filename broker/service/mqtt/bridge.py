@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 
 from broker.client import command_message, decode_publication
-from broker.protocol import psc
+from broker.protocol import psc, rfh2
 from broker.protocol.mqtt.packets import Publish
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message
@@ -30,6 +30,7 @@ from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, d
 
 QOS_FOLDER = "mqtt"
 CACHED_BODY = 64 * 1024
+TEMPLATES = 4096  # topics whose publication template is kept
 _QOS = re.compile(r"<qos>([0-2])</qos>")
 _ORIGIN = re.compile(rb"<mqtt><qos>[0-2]</qos><origin>([A-Za-z0-9._-]+)</origin></mqtt>")
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
@@ -48,12 +49,36 @@ def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
     :func:`retained_deletion` goes with it). ``origin`` names the MQTT bridge it came over
     (``broker.service.mqtt.bridging``): it travels with the publication to every subscriber,
     so that bridge never sends it back."""
+    return decoded_publication(publish, user_id, origin)[0]
+
+
+def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tuple[Message, rfh2.RFH2Body]:
+    """:func:`publication`, with its MQRFH2 as decoded (for the engine, which need not decode
+    what was just encoded). Built from the topic's template: its headers are the same for
+    every publication on the topic at one QoS, so they are rendered and encoded once."""
+    retain = bool(publish.retain and publish.payload)
+    template, headers = _template(publish.topic, publish.qos, retain, origin)
+    date, time = mq_date_time(now_ms())
+    message = derive(
+        template,
+        body=template.body + publish.payload,
+        user_id=user_id,
+        msg_id=os.urandom(24),
+        put_date=date,
+        put_time=time,
+    )
+    return message, rfh2.RFH2Body(headers.headers, publish.payload)
+
+
+@lru_cache(maxsize=TEMPLATES)
+def _template(topic: str, qos: int, retain: bool, origin: str) -> tuple[Message, rfh2.RFH2Body]:
+    """The Publish command of a publication on ``topic`` with an empty payload (the MQRFH2's
+    headers come first, the payload is what follows them), and its headers as decoded."""
     marked = f"<origin>{origin}</origin>" if origin else ""
-    options = PubOpt.RetainPub if publish.retain and publish.payload else PubOpt(0)
     command = psc.Publish(
-        topics=(publish.topic,),
+        topics=(topic,),
         sub_point=None,
-        options=options,
+        options=PubOpt.RetainPub if retain else PubOpt(0),
         pub_time=None,
         seq_num=None,
         q_mgr_name=None,
@@ -61,17 +86,14 @@ def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
         correl_id=None,
         folder="",
     )
-    return _stamped(
-        command_message(
-            command,
-            payload=publish.payload,
-            payload_format=MQFMT_NONE,
-            folders=(f"<{QOS_FOLDER}><qos>{publish.qos}</qos>{marked}</{QOS_FOLDER}>",),
-            request=False,
-            user_id=user_id,
-            persistence=MQPER_PERSISTENT if publish.qos else MQPER_NOT_PERSISTENT,
-        )
+    message = command_message(
+        command,
+        payload_format=MQFMT_NONE,
+        folders=(f"<{QOS_FOLDER}><qos>{qos}</qos>{marked}</{QOS_FOLDER}>",),
+        request=False,
+        persistence=MQPER_PERSISTENT if qos else MQPER_NOT_PERSISTENT,
     )
+    return message, rfh2.decode(message.body, message.encoding, message.format)
 
 
 def retained_deletion(topic: str, user_id: str) -> Message:

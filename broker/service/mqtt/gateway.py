@@ -47,7 +47,7 @@ from broker.core import engine
 from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState
 from broker.core.topics import matches
-from broker.protocol import pscr
+from broker.protocol import pscr, rfh2
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
 from broker.protocol.mqtt.session import Outbound, Window
 from broker.protocol.options import RegOpt
@@ -58,7 +58,7 @@ from broker.service.router import RoutingService
 from broker.store import mqtt as sessions
 from queues import QueueManager, UnitOfWork
 from queues.definition import MAX_MAX_DEPTH
-from queues.errors import MQError
+from queues.errors import MQError, UnknownObject
 from queues.ids import now_ms
 from queues.message import Message
 from queues.owners import owner_name
@@ -186,11 +186,19 @@ class Batch:
         self.effects = []
         self.queued.clear()
 
-    def route(self, message: Message, source_queue: str, live: Publish | None = None) -> Outcome:
-        """Route ``message`` as if taken from ``source_queue``; later jobs see its changes.
-        Its deliveries to outlets that are caught up go straight out as ``live`` (the MQTT
-        publication routed), the others to their queues."""
-        outcome = engine.route(message, engine.source_of(self.state, source_queue), self.state, self.now)
+    def route(
+        self,
+        message: Message,
+        source_queue: str,
+        live: Publish | None = None,
+        headers: rfh2.RFH2Body | None = None,
+    ) -> Outcome:
+        """Route ``message`` (its MQRFH2 decoded as ``headers``, if given) as if taken from
+        ``source_queue``; later jobs see its changes. Its deliveries to outlets that are
+        caught up go straight out as ``live`` (the MQTT publication routed), the others to
+        their queues."""
+        source = engine.source_of(self.state, source_queue)
+        outcome = engine.route(message, source, self.state, self.now, headers=headers)
         self.state.apply_all(outcome.effects)
         outlets = self.gateway.outlets
         effects = self.effects
@@ -465,36 +473,38 @@ class Gateway:
         return job
 
     def close(self, client_id: str, queue_name: str) -> Job:
-        """A clean session ends with its connection: subscriptions, rows and messages go."""
+        """A clean session ends with its connection: subscriptions, rows, messages and queue
+        go, in the batch (a wave of clients leaving is a few commits, not one each)."""
 
         def job(batch: Batch) -> None:
             batch.write()
-            self._discard(batch, client_id, queue_name)
+            self._discard(batch, client_id, queue_name, delete=True)
 
         return job
 
     def expire(self, before: int) -> Job:
-        """Discard the sessions offline since before the epoch ms ``before`` (session expiry);
-        returns them (their queues are for the shell to delete)."""
+        """Discard the sessions offline since before the epoch ms ``before`` (session expiry),
+        queues included; returns them."""
 
         def job(batch: Batch) -> list[sessions.StoredSession]:
             batch.write()
             expired = sessions.offline_sessions(batch.uow.connection, before=before)
             for stored in expired:
-                self._discard(batch, stored.client_id, stored.queue)
+                self._discard(batch, stored.client_id, stored.queue, delete=True)
             return expired
 
         return job
 
     def delete_offline(self, client_id: str) -> Job:
-        """Discard the session of ``client_id`` if no client is connected to it (an operator's
-        deletion); returns it (its queue is for the shell to delete), or None."""
+        """Discard the session of ``client_id``, queue included, if no client is connected to
+        it (an operator's deletion); returns it, or None."""
 
         def job(batch: Batch) -> sessions.StoredSession | None:
+            batch.write()
             stored = sessions.find_session(batch.uow.connection, client_id)
             if stored is None or stored.online:
                 return None
-            self._discard(batch, client_id, stored.queue)
+            self._discard(batch, client_id, stored.queue, delete=True)
             return stored
 
         return job
@@ -521,12 +531,16 @@ class Gateway:
 
         return job
 
-    def _discard(self, batch: Batch, client_id: str, queue_name: str) -> None:
-        """Deregister the session's subscriptions, drop its rows and the messages queued."""
+    def _discard(self, batch: Batch, client_id: str, queue_name: str, *, delete: bool = False) -> None:
+        """Deregister the session's subscriptions, drop its rows and the messages queued, and
+        with ``delete`` its queue."""
         self.outlets.pop(queue_name, None)
         batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
-        if batch.uow.definitions([queue_name])[queue_name] is not None:
+        if delete:
+            with contextlib.suppress(UnknownObject):
+                batch.uow.delete_queue(queue_name)
+        elif batch.uow.definitions([queue_name])[queue_name] is not None:
             while batch.uow.get_batch(queue_name, FETCH_LIMIT):
                 pass
 
@@ -538,7 +552,8 @@ class Gateway:
         def job(batch: Batch) -> list[bool]:
             routed: list[bool] = []
             for publish in publishes:
-                outcome = batch.route(bridge.publication(publish, user_id, origin), self.stream, publish)
+                message, headers = bridge.decoded_publication(publish, user_id, origin)
+                outcome = batch.route(message, self.stream, publish, headers)
                 if publish.retain and not publish.payload:
                     batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
                 if publish.qos == 2 and publish.packet_id is not None:

@@ -76,8 +76,6 @@ async def one_pass(listener: MqttListener) -> None:
     if settings.mqtt_session_expiry:
         before = now_ms() - settings.mqtt_session_expiry * 1000
         for stored in await gateway.submit(gateway.expire(before)):
-            if stored.client_id not in listener.clients:  # not connecting again meanwhile
-                await asyncio.to_thread(listener.delete_queue, stored.queue)
             metrics.mqtt.expired.inc()
             log.info(
                 "mqtt session expired",
@@ -147,7 +145,6 @@ async def _honour(listener: MqttListener, request: Request) -> None:
     gateway = listener.gateway
     stored: sessions.StoredSession | None = await gateway.submit(gateway.delete_offline(request.client_id))
     if stored is not None:
-        await asyncio.to_thread(listener.delete_queue, stored.queue)
         log.info(
             "mqtt session deleted by an operator",
             extra={"client_id": request.client_id, "user": stored.user_id, "reason": request.reason},

@@ -18,7 +18,6 @@ through the one :class:`Connection`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
@@ -62,7 +61,6 @@ from broker.service.mqtt.gateway import Drained, Gateway, Opened
 from broker.service.mqtt.transports import Endpoint, Server, Stream
 from broker.store import mqtt as sessions
 from queues import QueueManager
-from queues.errors import UnknownObject
 from queues.ids import now_ms
 
 log = logging.getLogger("broker.mqtt")
@@ -416,7 +414,6 @@ class Connection:
             if self.queue and self.listener.owns(self):
                 if self.clean:
                     await gateway.submit(gateway.close(self.client_id, self.queue))
-                    await asyncio.to_thread(self.listener.delete_queue, self.queue)
                 else:
                     gateway.submit(gateway.offline(self.client_id), lazy=True)
         except Exception as exc:
@@ -659,10 +656,6 @@ class MqttListener:
                 return CONNACK_BAD_CREDENTIALS, ""
             self._verified[key] = digest
         return 0, connect.username
-
-    def delete_queue(self, name: str) -> None:
-        with contextlib.suppress(UnknownObject):
-            self.qm.delete_queue(name, purge=True)
 
     # -- deliveries ------------------------------------------------------------------------
 
