@@ -307,17 +307,18 @@ class Session:
     def inflight(self) -> int:
         return len(self._inflight)
 
-    def deliver(self, publications: Iterable[Publish]) -> list[Action]:
-        """Send publications (QoS 1/2 ones numbered by the shell's :class:`Window`)."""
+    def deliver(self, publications: Sequence[Publish]) -> list[Publish]:
+        """The publications to send now (QoS 1/2 ones numbered by the shell's :class:`Window`,
+        in flight from now on): all of them while the session is open, none otherwise. Plain
+        packets rather than :class:`Send` actions: this is every delivery's path."""
         if self.phase is not Phase.OPEN:
             return []
-        actions: list[Action] = []
+        inflight = self._inflight
         for publish in publications:
             if publish.qos:
                 assert publish.packet_id is not None
-                self._inflight[publish.packet_id] = Outbound(publish)
-            actions.append(Send(publish))
-        return actions
+                inflight[publish.packet_id] = Outbound(publish)
+        return list(publications)
 
     def _on_ack(self, packet: PubAck | PubRec | PubComp) -> list[Action]:
         item = self._inflight.get(packet.packet_id)

@@ -603,9 +603,10 @@ class Gateway:
 
         return job
 
-    def released(self, client_id: str, packet_id: int) -> Job:
-        """PUBREL: the QoS 2 id is forgotten (a new PUBLISH with it is a new message)."""
-        return lambda batch: batch.forgotten.append((client_id, packet_id))
+    def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
+        """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message)."""
+        pairs = [(client_id, packet_id) for packet_id in packet_ids]
+        return lambda batch: batch.forgotten.extend(pairs)
 
     def acknowledged(self, client_id: str, packet_ids: Sequence[int], *, received: bool) -> Job:
         """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs forget them,

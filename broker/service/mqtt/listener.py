@@ -57,7 +57,7 @@ from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridging, housekeeping, systopics, takeover
 from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.deadlines import Deadlines
-from broker.service.mqtt.gateway import Drained, Gateway, Opened
+from broker.service.mqtt.gateway import Drained, Gateway, Job, Opened
 from broker.service.mqtt.transports import Endpoint, Server, Stream
 from broker.store import mqtt as sessions
 from queues import QueueManager
@@ -216,19 +216,23 @@ class Connection:
         with nothing before it (a PINGRESP, say) is written at once, without a task. A run of
         publications to route, or of acknowledgements, is one job for the gateway (in the
         order they came: the acknowledgements they call for go out in that order)."""
+        gateway, session = self.listener.gateway, self.session
         for kind, run in groupby(actions, type):
             if kind is Route:
                 self._route([action.publish for action in run if isinstance(action, Route)])
             elif kind is Delivered:
                 self._delivered([action.packet_id for action in run if isinstance(action, Delivered)])
-            elif kind is Received:
-                self._received([action.packet_id for action in run if isinstance(action, Received)])
+            elif kind is Received:  # PUBREC of outbound QoS 2 messages: PUBREL once recorded
+                ids = [action.packet_id for action in run if isinstance(action, Received)]
+                self._after(gateway.acknowledged(self.client_id, ids, received=True), ids, session.recorded)
+            elif kind is Release:  # PUBREL of inbound ones: PUBCOMP once forgotten
+                ids = [action.packet_id for action in run if isinstance(action, Release)]
+                self._after(gateway.released(self.client_id, ids), ids, session.released)
             else:
                 for action in run:
                     self._perform(action)
 
     def _perform(self, action: Action) -> None:
-        gateway = self.listener.gateway
         if isinstance(action, Send):
             if self._answering is None:
                 self._write([action.packet])
@@ -239,9 +243,6 @@ class Connection:
             self._step(None, lambda _, a=action: [a])
         elif isinstance(action, Open):
             self._step(self._open(action), lambda actions: actions)
-        elif isinstance(action, Release):
-            job = gateway.released(self.client_id, action.packet_id)
-            self._step(gateway.submit(job), lambda _, i=action.packet_id: self.session.released(i))
         elif isinstance(action, Register):
             self._register(action)
         elif isinstance(action, Deregister):
@@ -256,17 +257,16 @@ class Connection:
             self._blocked = False
             self.wake()
 
-    def _received(self, packet_ids: list[int]) -> None:
-        gateway = self.listener.gateway
-        session = self.session
+    def _after(self, job: Job, packet_ids: list[int], answer: Callable[[int], list[Action]]) -> None:
+        """Have ``job`` record ``packet_ids`` durably, then answer each of them in order."""
 
         def then(_: object) -> list[Action]:
             actions: list[Action] = []
             for packet_id in packet_ids:
-                actions += session.recorded(packet_id)
+                actions += answer(packet_id)
             return actions
 
-        self._step(gateway.submit(gateway.acknowledged(self.client_id, packet_ids, received=True)), then)
+        self._step(self.listener.gateway.submit(job), then)
 
     def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
         if self._steps is None:
@@ -468,14 +468,15 @@ class Connection:
             return
         over = self.stream.backlog() > self.listener.settings.mqtt_max_output_bytes
         packets: list[Packet] = []
-        for action in self.session.deliver(publications):
-            if not isinstance(action, Send):
-                continue
-            if over and isinstance(action.packet, Publish) and not action.packet.qos:
-                self._shed()
-            else:
-                packets.append(action.packet)
-        if not over:
+        sending = self.session.deliver(publications)
+        if over:
+            for publish in sending:
+                if publish.qos:
+                    packets.append(publish)
+                else:
+                    self._shed()
+        else:
+            packets += sending
             self._shedding = False
         self._write(packets)
 

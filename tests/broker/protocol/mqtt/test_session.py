@@ -189,7 +189,7 @@ def test_outbound_qos1_and_qos2_flows() -> None:
     one = Publish("t", b"1", qos=1, packet_id=1)
     two = Publish("t", b"2", qos=2, packet_id=2)
     zero = Publish("t", b"0")
-    assert sent(session.deliver([one, zero, two])) == [one, zero, two]
+    assert session.deliver([one, zero, two]) == [one, zero, two]
     assert session.inflight == 2
     assert session.receive(PubAck(1), 1.0) == [Delivered(1)]
     assert session.receive(PubAck(1), 1.0) == []
