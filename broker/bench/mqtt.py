@@ -75,6 +75,9 @@ IDLE_KEEPALIVE = 60
 DELIVERY_TARGETS = {0: 0.5, 1: 0.7, 2: 1.0}
 P99_TARGET_MS = 10.0
 MAX_INFLIGHT = 65535  # every packet id: the broker's counterpart of Mosquitto's max_inflight_messages 0
+# Unsent output a subscriber may have before its QoS 0 deliveries are dropped: the counterpart of
+# Mosquitto's max_queued_messages 0 (a QoS 0 run's subscribers fall behind the broker's writes).
+MAX_OUTPUT_BYTES = 1 << 30
 IDLE_TARGET_KB = 10.0  # resident memory per idle connection (KiB, as VmRSS counts)
 
 
@@ -240,12 +243,14 @@ def mosquitto(label: str = "mosquitto", *, max_queued: int = 0, max_inflight: in
 def broker(kind: str, pg_url: str, processes: int = 1) -> Iterator[Server]:
     """``broker serve --mqtt`` on a throw-away database, with ``processes`` listener processes;
     anonymous MQTT clients act as ``bench``, and each may have as many QoS 1/2 messages in
-    flight as MQTT's packet ids allow."""
+    flight as MQTT's packet ids allow and 1 GiB of unsent output before QoS 0 deliveries to it
+    are dropped."""
     with scratch_database(kind, pg_url, "mqtt") as url:
         port = free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith("BROKER_")}
         env["BROKER_MQTT_ANONYMOUS"] = "bench"
         env["BROKER_MQTT_MAX_INFLIGHT"] = str(MAX_INFLIGHT)  # as Mosquitto's: no limit but MQTT's
+        env["BROKER_MQTT_MAX_OUTPUT_BYTES"] = str(MAX_OUTPUT_BYTES)  # nor on queued QoS 0 deliveries
         argv = [sys.executable, "-m", "broker.cli", "--db", url, "--qmgr", "QM1", "--log-format", "json"]
         argv += ["serve", "--mqtt", f"127.0.0.1:{port}", "--mqtt-processes", str(processes)]
         with log_file().open("ab") as out:
