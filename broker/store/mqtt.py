@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import struct
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from hashlib import blake2b
@@ -31,16 +32,16 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    literal_column,
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ClauseElement
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from broker.store.schema import (
     mqtt_inbound,
-    mqtt_outbound,
+    mqtt_outbound_runs,
     mqtt_principals,
     mqtt_sessions,
     mqtt_subscriptions,
@@ -166,8 +167,8 @@ def list_sessions(
     """The stored sessions by client id (those after ``after``, at most ``limit``: a page),
     each with its count of unacknowledged outbound messages."""
     in_flight = (
-        select(func.count())
-        .where(mqtt_outbound.c.session_key == mqtt_sessions.c.session_key)
+        select(func.coalesce(func.sum(mqtt_outbound_runs.c.pending), 0))
+        .where(mqtt_outbound_runs.c.session_key == mqtt_sessions.c.session_key)
         .scalar_subquery()
         .label("in_flight")
     )
@@ -289,7 +290,7 @@ def count_refused(conn: Connection, client_id: str, count: int) -> None:
 
 def delete_session(conn: Connection, client_id: str) -> None:
     key = session_key(client_id)
-    for table in (mqtt_subscriptions, mqtt_inbound, mqtt_outbound, mqtt_sessions):
+    for table in (mqtt_subscriptions, mqtt_inbound, mqtt_outbound_runs, mqtt_sessions):
         conn.execute(delete(table).where(table.c.session_key == key))
 
 
@@ -333,11 +334,7 @@ def awaiting_release(conn: Connection, client_id: str) -> list[int]:
 
 
 def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
-    if ids:
-        rows = [(session_key(c), p) for c, p in ids]
-        _execute_many(
-            conn, "record_received", lambda: insert(mqtt_inbound), ("session_key", "packet_id"), rows
-        )
+    _insert_rows(conn, mqtt_inbound, ("session_key", "packet_id"), [(session_key(c), p) for c, p in ids])
 
 
 def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -345,91 +342,224 @@ def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
 
 
 # -- outbound messages ---------------------------------------------------------------------
+# Stored as runs: the messages one routing batch sent one session, packed in one row.
+
+_MESSAGE = struct.Struct(">HBBHI")  # packet id, QoS, RETAIN, topic length, payload length
+RUN_BYTES = 16 << 20  # payload bytes past which a session's new messages start another run
+
+# An outbound message as a run holds it: (packet id, topic, payload, QoS, RETAIN).
+OutboundMessage = tuple[int, str, bytes, int, bool]
+
+
+@dataclass(slots=True, eq=False)
+class OutboundRun:
+    """Outbound QoS 1/2 messages one routing batch sent one session, in their sending order,
+    and which of them are acknowledged for good (``acked``) or PUBREC'd (``released``), a bit
+    per message. The row is deleted when ``pending`` reaches 0."""
+
+    key: bytes  # the session's
+    seq: int  # orders the session's runs, and so its messages, in their sending order
+    messages: list[OutboundMessage]
+    acked: bytearray
+    released: bytearray
+    pending: int
+
+    @classmethod
+    def new(cls, key: bytes, seq: int, messages: list[OutboundMessage]) -> OutboundRun:
+        size = (len(messages) + 7) // 8
+        return cls(key, seq, messages, bytearray(size), bytearray(size), len(messages))
+
+    def is_acked(self, index: int) -> bool:
+        return bool(self.acked[index >> 3] >> (index & 7) & 1)
+
+    def is_released(self, index: int) -> bool:
+        return bool(self.released[index >> 3] >> (index & 7) & 1)
+
+    def acknowledge(self, index: int) -> bool:
+        """Message ``index`` is acknowledged for good; False if it already was."""
+        if self.is_acked(index):
+            return False
+        self.acked[index >> 3] |= 1 << (index & 7)
+        self.pending -= 1
+        return True
+
+    def release(self, index: int) -> bool:
+        """PUBREC came for message ``index``; False if it already had."""
+        if self.is_released(index):
+            return False
+        self.released[index >> 3] |= 1 << (index & 7)
+        return True
+
+    def in_flight(self) -> list[OutboundRow]:
+        """The messages not yet acknowledged for good, in their sending order."""
+        return [
+            OutboundRow(packet_id, topic, payload, qos, retain, self.is_released(index))
+            for index, (packet_id, topic, payload, qos, retain) in enumerate(self.messages)
+            if not self.is_acked(index)
+        ]
+
+
+def new_runs(
+    key: bytes, messages: list[OutboundMessage], next_seq: Callable[[], int], limit: int = RUN_BYTES
+) -> list[OutboundRun]:
+    """The runs that store ``messages``, new to one session: one, unless their payloads add
+    up to more than ``limit`` bytes (a run is one value of a row, and both databases cap a
+    value at 1 GB; a session with many large messages in flight gets several runs)."""
+    runs: list[OutboundRun] = []
+    start, size = 0, 0
+    for index, message in enumerate(messages):
+        size += len(message[2])
+        if size > limit and index > start:
+            runs.append(OutboundRun.new(key, next_seq(), messages[start:index]))
+            start, size = index, len(message[2])
+    runs.append(OutboundRun.new(key, next_seq(), messages[start:] if start else messages))
+    return runs
+
+
+def pack_messages(messages: Iterable[OutboundMessage]) -> bytes:
+    parts: list[bytes] = []
+    names: dict[str, bytes] = {}  # a run's messages are mostly on a few topics
+    for packet_id, topic, payload, qos, retain in messages:
+        name = names.get(topic)
+        if name is None:
+            name = names[topic] = topic.encode("utf-8")
+        parts += (_MESSAGE.pack(packet_id, qos, retain, len(name), len(payload)), name, payload)
+    return b"".join(parts)
+
+
+def unpack_messages(blob: bytes) -> list[OutboundMessage]:
+    messages: list[OutboundMessage] = []
+    pos, size = 0, len(blob)
+    while pos < size:
+        packet_id, qos, retain, topic_length, payload_length = _MESSAGE.unpack_from(blob, pos)
+        pos += _MESSAGE.size
+        topic = bytes(blob[pos : pos + topic_length]).decode("utf-8")
+        pos += topic_length
+        messages.append((packet_id, topic, bytes(blob[pos : pos + payload_length]), qos, bool(retain)))
+        pos += payload_length
+    return messages
+
+
+def load_runs(conn: Connection, client_id: str) -> list[OutboundRun]:
+    """The session's runs with messages in flight, in their sending order."""
+    runs = mqtt_outbound_runs.c
+    rows = conn.execute(
+        select(runs.seq, runs.messages, runs.acked, runs.released, runs.pending)
+        .where(runs.session_key == session_key(client_id))
+        .order_by(runs.seq)
+    )
+    key = session_key(client_id)
+    return [
+        OutboundRun(key, seq, unpack_messages(messages), bytearray(acked), bytearray(released), pending)
+        for seq, messages, acked, released, pending in rows
+    ]
 
 
 def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
     """The session's outbound messages in flight, in the order they were first sent."""
-    rows = conn.execute(
-        select(mqtt_outbound)
-        .where(mqtt_outbound.c.session_key == session_key(client_id))
-        .order_by(mqtt_outbound.c.seq)
-    )
-    return [
-        OutboundRow(row.packet_id, row.topic, row.payload, row.qos, bool(row.retain), bool(row.released))
-        for row in rows
-    ]
-
-
-# An outbound message about to be sent, as the values of its row (``_OUTBOUND_COLUMNS``):
-# the listener stores one per QoS 1/2 delivery, so it builds the row's tuple and nothing else.
-NewOutbound = tuple[bytes, int, int, str, bytes, int, int, int]
-
-
-def new_outbound(client_id: str, seq: int, row: OutboundRow) -> NewOutbound:
-    """An outbound message about to be sent to ``client_id``; ``seq`` orders it after the
-    session's earlier ones (the order they are sent again in after a reconnection)."""
-    return (
-        session_key(client_id),
-        row.packet_id,
-        seq,
-        row.topic,
-        row.payload,
-        row.qos,
-        int(row.retain),
-        int(row.released),
-    )
+    return [row for run in load_runs(conn, client_id) for row in run.in_flight()]
 
 
 def last_outbound_seq(conn: Connection, client_id: str | None = None) -> int:
-    """The highest ``seq`` of any stored outbound message, or of ``client_id``'s (0 if none):
-    one counter, carried on from there, orders every session's messages without a statement
-    per session. A session taken over from another listener process may hold higher ones than
-    this process has counted to, hence the question per session."""
-    statement = select(func.max(mqtt_outbound.c.seq))
+    """The highest ``seq`` of any stored run, or of ``client_id``'s (0 if none): one counter,
+    carried on from there, orders every session's messages without a statement per session.
+    A session taken over from another listener process may hold higher ones than this
+    process has counted to, hence the question per session."""
+    statement = select(func.max(mqtt_outbound_runs.c.seq))
     if client_id is not None:
-        statement = statement.where(mqtt_outbound.c.session_key == session_key(client_id))
+        statement = statement.where(mqtt_outbound_runs.c.session_key == session_key(client_id))
     return conn.execute(statement).scalar() or 0
 
 
-def store_outbound(conn: Connection, rows: Sequence[NewOutbound]) -> None:
-    """Record messages about to be sent, whatever sessions they are for: one statement (on
-    PostgreSQL a binary COPY from two rows up, as the queues' messages are written)."""
+def store_runs(conn: Connection, runs: Sequence[OutboundRun]) -> None:
+    """Record runs about to be sent, whatever sessions they are for."""
+    rows = [
+        (run.key, run.seq, pack_messages(run.messages), bytes(run.acked), bytes(run.released), run.pending)
+        for run in runs
+    ]
+    _insert_rows(conn, mqtt_outbound_runs, _RUN_COLUMNS, rows)
+
+
+def update_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
+    """Write the runs' bitmaps as they are now (those with messages still in flight): on
+    PostgreSQL in one statement, the rows as arrays (as :func:`_delete_pairs` does)."""
+    rows = [(run.key, run.seq, bytes(run.acked), bytes(run.released), run.pending) for run in runs]
+    if not rows:
+        return
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        rows = _as_arrays(rows)
+    _execute_many(conn, "update_runs", partial(_run_update, dialect), ("k", "s", "a", "r", "p"), rows)
+
+
+def _run_update(dialect: str) -> Update:
+    runs = mqtt_outbound_runs.c
+    values = _parameters(
+        dialect,
+        {"k": runs.session_key, "s": runs.seq, "a": runs.acked, "r": runs.released, "p": runs.pending},
+    )
+    return (
+        update(mqtt_outbound_runs)
+        .where(runs.session_key == values["k"], runs.seq == values["s"])
+        .values(acked=values["a"], released=values["r"], pending=values["p"])
+    )
+
+
+def delete_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
+    """Delete runs whose every message is acknowledged for good."""
+    _delete_pairs(conn, mqtt_outbound_runs, "seq", [(run.key, run.seq) for run in runs])
+
+
+def _insert_rows(
+    conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert rows (each the values of ``columns``) in one statement: on PostgreSQL a binary
+    COPY from two rows up, as the queues' messages are written (its pipelined
+    ``executemany`` costs a round of the protocol per row)."""
     if conn.dialect.name == "postgresql" and len(rows) > 1:
-        sql.copy_rows(conn, mqtt_outbound, _OUTBOUND_COLUMNS, rows)
+        sql.copy_rows(conn, table, columns, rows)
     elif rows:
-        _execute_many(conn, "store_outbound", lambda: insert(mqtt_outbound), _OUTBOUND_COLUMNS, rows)
-
-
-def release_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
-    """PUBREC came for these QoS 2 messages: after a restart, PUBREL is what is sent again."""
-    if ids:
-        _execute_many(conn, "release_outbound", _release, _PAIR, [(session_key(c), p) for c, p in ids])
-
-
-def _release() -> Update:
-    where = (mqtt_outbound.c.session_key == bindparam("k"), mqtt_outbound.c.packet_id == bindparam("v"))
-    return update(mqtt_outbound).where(*where).values(released=literal_column("1"))
-
-
-def forget_outbound(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
-    _delete_pairs(conn, mqtt_outbound, "packet_id", [(session_key(c), p) for c, p in ids])
+        _execute_many(conn, (table.name, columns), lambda: insert(table), columns, rows)
 
 
 def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
-    """Delete rows by (session_key, ``column``) pairs: one statement, compiled once and
-    executed for the whole batch's pairs."""
-    if pairs:
-        _execute_many(
-            conn,
-            (table.name, column),
-            partial(_deletion, table, column),
-            _PAIR,
-            pairs,
+    """Delete rows by (session_key, ``column``) pairs: on PostgreSQL in one statement, the pairs
+    as two arrays (executed once per pair or per session, its pipeline spent more than the
+    routing on a batch's deletions); on SQLite an ``executemany`` of one row each, the cheaper
+    there (no statement to compile per size)."""
+    if not pairs:
+        return
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        pairs = _as_arrays(pairs)
+    _execute_many(conn, (table.name, column), partial(_deletion, table, column, dialect), _PAIR, pairs)
+
+
+def _deletion(table: Table, column: str, dialect: str) -> Delete:
+    keys, values = table.c.session_key, table.c[column]
+    named = _parameters(dialect, {"k": keys, "v": values})
+    return delete(table).where(keys == named["k"], values == named["v"])
+
+
+def _as_arrays(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """PostgreSQL: the rows as one row of arrays, one per column (see :func:`_parameters`)."""
+    return [tuple(list(column) for column in zip(*rows, strict=True))]
+
+
+def _parameters(dialect: str, columns: dict[str, ColumnElement[Any]]) -> Mapping[str, ColumnElement[Any]]:
+    """A statement's parameters for the values of ``columns``, named as its keys. On PostgreSQL
+    the rows come as one array parameter per column (see :func:`_as_arrays`), unnested side by
+    side into a subquery whose columns have the same names: one execution for every row.
+    Elsewhere a plain parameter each, for an ``executemany`` of one row each."""
+    if dialect != "postgresql":
+        return {name: bindparam(name) for name in columns}
+    named = select(
+        *(
+            func.unnest(bindparam(name, type_=postgresql.ARRAY(column.type))).label(name)
+            for name, column in columns.items()
         )
-
-
-def _deletion(table: Table, column: str) -> Delete:
-    return delete(table).where(table.c.session_key == bindparam("k"), table.c[column] == bindparam("v"))
+    ).subquery("named")
+    return {name: named.c[name] for name in columns}
 
 
 def _execute_many(
@@ -461,4 +591,4 @@ def _execute_many(
 
 _COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}
 _PAIR = ("k", "v")
-_OUTBOUND_COLUMNS = ("session_key", "packet_id", "seq", "topic", "payload", "qos", "retain", "released")
+_RUN_COLUMNS = ("session_key", "seq", "messages", "acked", "released", "pending")

@@ -180,7 +180,7 @@ mqtt_sessions = Table(
     Column("address", String(64), nullable=False),  # of the last connection
     Column("created_at", BigInteger, nullable=False),
     Column("connected_at", BigInteger, nullable=False),
-    # no longer read: outbound messages are ordered by one counter (psb_mqtt_outbound.seq)
+    # not read: outbound messages are ordered by one counter (psb_mqtt_outbound_runs.seq)
     Column("next_seq", BigInteger, nullable=False),
     Column("online", SmallInteger, nullable=False),  # a client is connected to it
     # epoch ms its client went (0 while online): session expiry counts from it
@@ -210,18 +210,20 @@ mqtt_inbound = Table(
     Column("packet_id", Integer, primary_key=True, autoincrement=False),
 )
 
-# Outbound QoS 1/2 messages sent and not yet acknowledged, in their sending order.
-mqtt_outbound = Table(
-    "psb_mqtt_outbound",
+# Outbound QoS 1/2 messages sent and not yet acknowledged for good, one row per run: the
+# messages one routing batch sent one session, in their sending order (``broker.store.mqtt``
+# packs them). A row per message cost a B-tree insertion per delivery and a deletion per
+# acknowledgement, more than the rest of the delivery; a run is written once, its bitmaps
+# rewritten as a batch's acknowledgements come in, and deleted with the last of them.
+mqtt_outbound_runs = Table(
+    "psb_mqtt_outbound_runs",
     metadata,
     Column("session_key", LargeBinary(16), primary_key=True),
-    Column("packet_id", Integer, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("topic", Text, nullable=False),
-    Column("payload", LargeBinary, nullable=False),
-    Column("qos", SmallInteger, nullable=False),
-    Column("retain", SmallInteger, nullable=False),
-    Column("released", SmallInteger, nullable=False),  # PUBREC received: PUBREL is what is resent
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # sending order
+    Column("messages", LargeBinary, nullable=False),
+    Column("acked", LargeBinary, nullable=False),  # one bit per message: acknowledged for good
+    Column("released", LargeBinary, nullable=False),  # one bit per message: PUBREC came
+    Column("pending", Integer, nullable=False),  # messages not yet acknowledged for good
 )
 
 # MQTT principals' passwords, as salted scrypt hashes (``broker.store.mqtt.hash_password``).

@@ -30,8 +30,11 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
                     client_id, mqtt.queue_for(client_id), "alice", clean, 4, "10.0.0.7:5000", 1, 2
                 ),
             )
-        row = mqtt.OutboundRow(5, "t", b"x", 1, False, False)
-        mqtt.store_outbound(uow.connection, [mqtt.new_outbound("phone", 1, row)])
+        run = mqtt.OutboundRun.new(
+            mqtt.session_key("phone"), 1, [(5, "t", b"x", 1, False), (6, "t", b"y", 1, False)]
+        )
+        run.acknowledge(0)
+        mqtt.store_runs(uow.connection, [run])
         uow.put(queue, command_message(psc.parse("<psc><Command>Publish</Command><Topic>t</Topic></psc>")))
         mqtt.set_offline(uow.connection, now_ms(), ["phone"])
         mqtt.count_dropped(uow.connection, "phone", 2)

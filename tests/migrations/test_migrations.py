@@ -13,8 +13,10 @@ from sqlalchemy import Engine, MetaData, Table, func, insert, inspect, select, t
 
 import migrations
 from broker.spark.schema import runs
+from broker.store import mqtt
 from migrations.models import target_metadata
 from queues import Message, QueueManager, make_engine, sql
+from tests.conftest import PostgresDatabases
 
 QUEUE_TABLES = {"mq_qmgr", "mq_queues", "mq_messages"}
 
@@ -252,3 +254,58 @@ def test_claim_turns_are_a_cycling_sequence_on_postgresql_only(empty):
     migrations.downgrade(empty, "0009")
     with empty.connect() as conn:
         assert not conn.exec_driver_sql("SELECT to_regclass('mq_claim_turns')").scalar_one()
+
+
+def test_0019_keeps_each_outbound_message_in_flight_as_a_run_of_its_own(empty):
+    """Sessions keep what they had in flight across 0019, in their order, PUBREC'd ones
+    included; downgrade gives the rows back."""
+    migrations.upgrade(empty, "0018")
+    old = Table("psb_mqtt_outbound", MetaData(), autoload_with=empty)
+    key = mqtt.session_key("phone")
+    rows = [
+        {
+            "packet_id": 9,
+            "seq": 4,
+            "topic": "b/ü",
+            "payload": b"second",
+            "qos": 2,
+            "retain": 0,
+            "released": 1,
+        },
+        {"packet_id": 3, "seq": 2, "topic": "a", "payload": b"first", "qos": 1, "retain": 1, "released": 0},
+    ]
+    with empty.begin() as conn:
+        conn.execute(insert(old), [{"session_key": key, **row} for row in rows])
+    migrations.upgrade(empty, "0019")
+    expected = [
+        mqtt.OutboundRow(3, "a", b"first", 1, True, False),
+        mqtt.OutboundRow(9, "b/ü", b"second", 2, False, True),
+    ]
+    with empty.begin() as conn:
+        assert mqtt.unacknowledged(conn, "phone") == expected
+        assert mqtt.last_outbound_seq(conn, "phone") == 4
+    migrations.downgrade(empty, "0018")
+    with empty.begin() as conn:
+        back = conn.execute(select(old.c.packet_id, old.c.topic, old.c.released).order_by(old.c.seq)).all()
+    assert [tuple(row) for row in back] == [(3, "a", 0), (9, "b/ü", 1)]
+
+
+def test_outbound_runs_are_not_compressed_on_postgresql(postgres: PostgresDatabases) -> None:
+    """PostgreSQL would compress every run of payloads it stores (EXTENDED); compressing cost
+    more than the rest of a batch's writes, so the column is stored EXTERNAL (SQLite has no
+    such setting: it never compresses)."""
+    url = postgres.create()
+    engine = make_engine(url)
+    try:
+        migrations.upgrade(engine)
+        with engine.connect() as conn:
+            storage = conn.execute(
+                text(
+                    "SELECT attstorage FROM pg_attribute"
+                    " WHERE attrelid = 'psb_mqtt_outbound_runs'::regclass AND attname = 'messages'"
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+        postgres.drop(url)
+    assert storage == "e"

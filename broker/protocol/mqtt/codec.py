@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 
 from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
 from broker.protocol.mqtt.names import MAX_STRING_BYTES, validate_filter, validate_topic_name
@@ -112,22 +113,33 @@ def _frame(first: int, body: bytes) -> bytes:
 
 
 def _encode_publish(packet: Publish) -> bytes:
-    topic = packet.topic.encode("utf-8")
+    name = _topic_field(packet.topic)
     qos = packet.qos
+    payload = packet.payload
     if qos:
         if qos != 1 and qos != 2:
             raise ValueError(f"QoS {qos!r} is not 0, 1 or 2")
-        tail = _packet_id(packet.packet_id) + packet.payload
+        packet_id = _packet_id(packet.packet_id)
     elif packet.packet_id is not None:
         raise ValueError("a QoS 0 PUBLISH has no packet identifier")
     else:
-        tail = packet.payload
-    if len(topic) > MAX_STRING_BYTES:
-        raise ValueError(f"topic name of {len(topic):,} bytes, over {MAX_STRING_BYTES}")
+        packet_id = b""
     first = 0x30 | (qos << 1) | (8 if packet.dup else 0) | (1 if packet.retain else 0)
-    length = 2 + len(topic) + len(tail)
-    header = bytes((first, length)) if length < 128 else bytes((first,)) + remaining_length(length)
-    return b"".join((header, _U16.pack(len(topic)), topic, tail))
+    length = len(name) + len(packet_id) + len(payload)
+    header = bytes((first, length)) if length < 128 else bytes((first,)) + _length_field(length)
+    return b"".join((header, name, packet_id, payload))
+
+
+@lru_cache(maxsize=4096)
+def _topic_field(topic: str) -> bytes:
+    """A PUBLISH's topic name as written (remembered: a publication's deliveries share it)."""
+    name = topic.encode("utf-8")
+    if len(name) > MAX_STRING_BYTES:
+        raise ValueError(f"topic name of {len(name):,} bytes, over {MAX_STRING_BYTES}")
+    return _U16.pack(len(name)) + name
+
+
+_length_field = lru_cache(maxsize=1024)(remaining_length)
 
 
 def _encode_connect(packet: Connect) -> bytes:

@@ -135,9 +135,10 @@ class Received:
 Action = Send | Close | Open | Route | Release | Register | Deregister | Delivered | Received
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True)
 class Outbound:
-    """A stored outbound QoS 1/2 message not yet acknowledged; ``released``: PUBREC came."""
+    """A stored outbound QoS 1/2 message not yet acknowledged; ``released``: PUBREC came (the
+    one field the session changes, in place: a QoS 2 delivery's record is not built twice)."""
 
     publish: Publish
     released: bool = False
@@ -189,6 +190,15 @@ class Session:
     def receive(self, packet: Packet, now: float) -> list[Action]:
         """The actions a packet from the client calls for."""
         self._last_seen = now
+        if self.phase is Phase.OPEN:  # every packet but the first few: straight to its handler
+            kind = type(packet)
+            if kind is Publish:
+                return self._on_publish(packet)  # type: ignore[arg-type]
+            if kind in _ACKS:
+                return self._on_ack(packet)  # type: ignore[arg-type]
+            if kind is Connect:
+                return self._close("a second CONNECT", will=True)
+            return self._handle(packet)
         if self.phase is Phase.CLOSED:
             return []
         if self.phase is Phase.AWAITING_CONNECT:
@@ -325,12 +335,15 @@ class Session:
         if item is None:
             return []
         qos = item.publish.qos
-        if isinstance(packet, PubRec):
+        kind = type(packet)
+        if kind is PubRec:
             if qos != 2:
                 return []
             return [Send(PubRel(packet.packet_id))] if item.released else [Received(packet.packet_id)]
-        wanted = (1, False) if isinstance(packet, PubAck) else (2, True)
-        if (qos, item.released) != wanted:
+        if kind is PubAck:
+            if qos != 1:
+                return []
+        elif qos != 2 or not item.released:  # PUBCOMP
             return []
         del self._inflight[packet.packet_id]
         return [Delivered(packet.packet_id)]
@@ -340,7 +353,7 @@ class Session:
         item = self._inflight.get(packet_id)
         if item is None or self.phase is not Phase.OPEN:
             return []
-        self._inflight[packet_id] = replace(item, released=True)
+        item.released = True
         return [Send(PubRel(packet_id))]
 
     # -- time and endings ------------------------------------------------------------------
@@ -376,6 +389,9 @@ class Session:
         return [Close(reason, chosen)]
 
 
+_ACKS = frozenset((PubAck, PubRec, PubComp))
+
+
 class Window:
     """The packet ids of one session's outbound QoS 1/2 messages in flight, kept by the shell
     that numbers them (the thread that stores a message with its id in the transaction that
@@ -383,14 +399,14 @@ class Window:
     is used again only once the message it numbered has been acknowledged for good."""
 
     def __init__(self, max_inflight: int, in_flight: Sequence[int] = ()) -> None:
-        self.max_inflight = max_inflight
+        self._limit = min(max_inflight, MAX_PACKET_ID)
         self._in_use = set(in_flight)
         self._next = _following(in_flight[-1]) if in_flight else 1  # after the last one sent
 
     @property
     def room(self) -> int:
         """How many more messages may be numbered now."""
-        return max(0, min(self.max_inflight, MAX_PACKET_ID) - len(self._in_use))
+        return max(0, self._limit - len(self._in_use))
 
     def take(self) -> int:
         """The next id not in use, now in use (call only while there is :attr:`room`)."""

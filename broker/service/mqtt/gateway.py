@@ -5,8 +5,11 @@ session, take messages for delivery, record acknowledgements) to the one gateway
 a job. The thread takes every job waiting, carries them all out in ONE unit of work and
 commits, then answers each job's future: many connections' QoS 1/2 publications cost one
 transaction, and a PUBACK or PUBREC is only ever sent for a publication whose routing has
-committed. The batch's writes go in one statement per table (the acknowledgements
-forgotten, the QoS 2 ids recorded, the outbound messages stored, the deliveries put).
+committed. The batch's writes go in one statement per table (the QoS 2 ids recorded and
+forgotten, the outbound runs stored, rewritten and deleted, the deliveries put). The QoS 1/2
+messages a batch sends one session are one run (``broker.store.mqtt.OutboundRun``), and the
+acknowledgements mark bits of the runs they name (``broker.service.mqtt.inflight``): a few
+rows per batch, not one per delivery and another per acknowledgement.
 
 Publications are routed here, in the listener's process, by the one engine against a
 :class:`~broker.service.router.RoutingService`'s in-memory state (kept in step with the
@@ -54,6 +57,7 @@ from broker.protocol.options import RegOpt
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridge
+from broker.service.mqtt.inflight import Inflight
 from broker.service.router import RoutingService
 from broker.store import mqtt as sessions
 from queues import QueueManager, UnitOfWork
@@ -140,11 +144,10 @@ class Batch:
         self.now = now
         self.effects: list[Effect] = []
         self.queued: set[str] = set()  # outlets' queues with deliveries among ``effects``
-        self.acknowledged: list[tuple[str, int]] = []  # outbound messages to forget
-        self.released: list[tuple[str, int]] = []  # outbound QoS 2 messages PUBREC'd
         self.received: list[tuple[str, int]] = []  # QoS 2 ids routed, awaiting PUBREL
         self.forgotten: list[tuple[str, int]] = []  # QoS 2 ids PUBREL'd
-        self.stored: list[sessions.NewOutbound] = []
+        self.sending: dict[bytes, list[sessions.OutboundMessage]] = {}  # new, by session key
+        self.touched: set[sessions.OutboundRun] = set()  # runs acknowledged or PUBREC'd
         self.refused: Counter[str] = Counter()  # publications refused, by client id
         self.sends: dict[Outlet, list[Publish]] = {}
         self.numbered: list[tuple[Window, int]] = []  # given back if the batch fails
@@ -157,34 +160,46 @@ class Batch:
     @property
     def pending(self) -> bool:
         return bool(
-            self.effects
-            or self.acknowledged
-            or self.released
-            or self.received
-            or self.forgotten
-            or self.stored
-            or self.refused
+            self.effects or self.received or self.forgotten or self.sending or self.touched or self.refused
         )
 
     def write(self, uow: UnitOfWork | None = None) -> None:
         """Carry out the writes so far, in ``uow`` if the batch has none yet: deletions before
-        insertions, as a packet id forgotten may be stored again in the same batch."""
+        insertions, as a QoS 2 id forgotten may be recorded again in the same batch. The new
+        outbound messages are one run per session; the runs acknowledged or PUBREC'd are
+        rewritten, or deleted with their last message."""
         if uow is not None:
             self._uow = uow
         conn = self.uow.connection
-        sessions.forget_outbound(conn, self.acknowledged)
         sessions.forget_received(conn, self.forgotten)
-        sessions.release_outbound(conn, self.released)
         sessions.record_received(conn, self.received)
-        sessions.store_outbound(conn, self.stored)
+        if self.touched:
+            sessions.delete_runs(conn, [run for run in self.touched if not run.pending])
+            sessions.update_runs(conn, [run for run in self.touched if run.pending])
+        if self.sending:
+            self._store_runs(conn)
         for client_id, count in self.refused.items():
             sessions.count_refused(conn, client_id, count)
         self.gateway.router.apply_effects(self.uow, self.effects)
-        for pending in (self.acknowledged, self.forgotten, self.released, self.received, self.stored):
+        for pending in (self.forgotten, self.received, self.touched, self.sending):
             pending.clear()
         self.refused.clear()
         self.effects = []
         self.queued.clear()
+
+    def _store_runs(self, conn: Any) -> None:
+        """Store the new outbound messages, a run per session (more if their payloads are
+        over ``broker.store.mqtt.RUN_BYTES``), and index them for the acknowledgements (of the
+        sessions whose index is loaded: the others load it, runs included, when they need it)."""
+        gateway = self.gateway
+        runs = [
+            run for key, new in self.sending.items() for run in sessions.new_runs(key, new, gateway.next_seq)
+        ]
+        sessions.store_runs(conn, runs)
+        for run in runs:
+            inflight = gateway.inflight.get(run.key)
+            if inflight is not None:
+                inflight.add(run)
 
     def route(
         self,
@@ -247,7 +262,12 @@ class Batch:
         """``publish`` as sent at QoS ``qos`` (1 or 2) with ``packet_id`` to the session whose
         key is ``key``, RETAIN as given: stored until it is acknowledged."""
         topic, payload, retain = publish.topic, publish.payload, publish.retain
-        self.stored.append((key, packet_id, self.gateway.next_seq(), topic, payload, qos, int(retain), 0))
+        message = (packet_id, topic, payload, qos, retain)
+        sending = self.sending.get(key)
+        if sending is None:
+            self.sending[key] = [message]
+        else:
+            sending.append(message)
         return Publish(topic, payload, qos, retain, False, packet_id)
 
     def undo(self) -> None:
@@ -287,6 +307,9 @@ class Gateway:
         self.stream = next(iter(self.router.config.streams))
         self.control = self.router.config.control_queue
         self.outlets: dict[str, Outlet] = {}  # by session queue; the gateway thread's alone
+        # The index of the outbound messages in flight, by session key: loaded when a session
+        # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
+        self.inflight: dict[bytes, Inflight] = {}
         self.owner = owner_name("mqtt")  # what the sessions it opens record as their holder
         self._jobs: queue.SimpleQueue[tuple[Job, Future | None, bool] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
@@ -353,7 +376,9 @@ class Gateway:
         try:
             batch, results = self._commit([job for job, _ in jobs])
         except Exception as exc:
-            self.router.state = None  # the in-memory state saw effects that were not committed
+            # The in-memory state and the index saw changes that were not committed.
+            self.router.state = None
+            self.inflight.clear()
             if len(jobs) > 1:
                 log.warning("mqtt batch failed; running its jobs one by one", extra={"error": repr(exc)})
                 for one in jobs:
@@ -430,7 +455,9 @@ class Gateway:
                     owner=self.owner,
                 ),
             )
-            rows = sessions.unacknowledged(conn, client_id) if present else []
+            runs = sessions.load_runs(conn, client_id) if present else []
+            self.inflight[sessions.session_key(client_id)] = Inflight(runs)
+            rows = [row for run in runs for row in run.in_flight()]
             if present:  # its messages go on after those another listener process stored
                 self._seq = max(self._seq, sessions.last_outbound_seq(conn, client_id))
             # A new session's queue is empty (a discarded one's was emptied above): nothing to
@@ -468,6 +495,7 @@ class Gateway:
 
         def job(batch: Batch) -> None:
             self.outlets.pop(sessions.queue_for(client_id), None)
+            self.inflight.pop(sessions.session_key(client_id), None)
             sessions.set_offline(batch.uow.connection, batch.now, [client_id])
 
         return job
@@ -535,6 +563,7 @@ class Gateway:
         """Deregister the session's subscriptions, drop its rows and the messages queued, and
         with ``delete`` its queue."""
         self.outlets.pop(queue_name, None)
+        self.inflight.pop(sessions.session_key(client_id), None)
         batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
         if delete:
@@ -609,20 +638,34 @@ class Gateway:
         return lambda batch: batch.forgotten.extend(pairs)
 
     def acknowledged(self, client_id: str, packet_ids: Sequence[int], *, received: bool) -> Job:
-        """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs forget them,
-        and free their packet ids (the deletion precedes any new use of them in the batch)."""
-        pairs = [(client_id, packet_id) for packet_id in packet_ids]
-        if received:
-            return lambda batch: batch.released.extend(pairs)
+        """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs mark them
+        acknowledged for good, and free their packet ids (a new message numbered with one is
+        in a new run, written in the same commit as the old run's bitmap)."""
+        key = sessions.session_key(client_id)
         queue_name = sessions.queue_for(client_id)
 
         def job(batch: Batch) -> None:
-            batch.acknowledged.extend(pairs)
-            if (outlet := self.outlets.get(queue_name)) is not None:
+            inflight = self._inflight(batch, client_id, key)
+            mark = inflight.release if received else inflight.acknowledge
+            touched = batch.touched
+            for packet_id in packet_ids:
+                run = mark(packet_id)
+                if run is not None:
+                    touched.add(run)
+            if not received and (outlet := self.outlets.get(queue_name)) is not None:
                 for packet_id in packet_ids:
                     outlet.window.free(packet_id)
 
         return job
+
+    def _inflight(self, batch: Batch, client_id: str, key: bytes) -> Inflight:
+        """The session's index, loaded if it is not (after the batch's writes so far, which may
+        hold a run of the session's)."""
+        inflight = self.inflight.get(key)
+        if inflight is None:
+            batch.write()
+            inflight = self.inflight[key] = Inflight(sessions.load_runs(batch.uow.connection, client_id))
+        return inflight
 
     def fetch(
         self, client_id: str, queue_name: str, ids: list[int], granted: dict[str, int], *, origin: str = ""

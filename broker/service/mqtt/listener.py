@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -690,14 +690,26 @@ class MqttListener:
     # -- counters --------------------------------------------------------------------------
 
     def count_packets(self, direction: str, packets: Sequence[Packet]) -> None:
-        """Count many packets at the cost of one increment per kind."""
-        kinds = Counter(map(type, packets))
-        for kind, count in kinds.items():
-            counter = self._packet_counters.get((direction, kind))
-            if counter is None:
-                counter = self.metrics.mqtt.packets.labels(direction, kind.__name__.upper())
-                self._packet_counters[(direction, kind)] = counter
-            counter.inc(count)
+        """Count many packets at the cost of one increment per run of one kind (a read or a
+        write is mostly one kind: building a Counter cost more than counting)."""
+        kind: type | None = None
+        count = 0
+        for packet in packets:
+            if type(packet) is kind:
+                count += 1
+                continue
+            if count:
+                self._packet_counter(direction, kind).inc(count)
+            kind, count = type(packet), 1
+        if count:
+            self._packet_counter(direction, kind).inc(count)
+
+    def _packet_counter(self, direction: str, kind: Any) -> Any:
+        counter = self._packet_counters.get((direction, kind))
+        if counter is None:
+            counter = self.metrics.mqtt.packets.labels(direction, kind.__name__.upper())
+            self._packet_counters[(direction, kind)] = counter
+        return counter
 
     def count_bytes(self, direction: str, size: int) -> None:
         counter = self._byte_counters.get(direction)

@@ -33,26 +33,106 @@ def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connectio
         assert [s.client_id for s in mqtt.offline_sessions(conn)] == ["phone"]
 
 
-def test_outbound_messages_of_many_sessions_in_one_statement_resent_in_seq_order(engine: Engine) -> None:
-    def row(packet_id: int, topic: str) -> mqtt.OutboundRow:
-        return mqtt.OutboundRow(packet_id, topic, b"x", 1, False, False)
+def run(client_id: str, seq: int, *messages: tuple[int, str]) -> mqtt.OutboundRun:
+    """A run of QoS 1 messages (packet id, topic) to ``client_id``."""
+    key = mqtt.session_key(client_id)
+    return mqtt.OutboundRun.new(key, seq, [(p, topic, topic.encode() * 3, 1, False) for p, topic in messages])
 
+
+def test_outbound_runs_of_many_sessions_in_one_statement_resent_in_seq_order(engine: Engine) -> None:
     with engine.begin() as conn:
         assert mqtt.last_outbound_seq(conn) == 0
-        mqtt.store_outbound(
+        mqtt.store_runs(
             conn,
             [
-                mqtt.new_outbound("phone", 7, row(3, "second")),
-                mqtt.new_outbound("sensor", 8, row(3, "other")),
-                mqtt.new_outbound("phone", 6, row(9, "first")),
+                run("phone", 7, (3, "third"), (4, "fourth")),
+                run("sensor", 8, (3, "other")),
+                run("phone", 6, (9, "first"), (1, "second")),
             ],
         )
         assert mqtt.last_outbound_seq(conn) == 8
-        assert [r.topic for r in mqtt.unacknowledged(conn, "phone")] == ["first", "second"]
-        mqtt.forget_outbound(conn, [("phone", 9), ("sensor", 3)])
-        mqtt.release_outbound(conn, [("phone", 3)])
-        assert [(r.packet_id, r.released) for r in mqtt.unacknowledged(conn, "phone")] == [(3, True)]
-        assert mqtt.unacknowledged(conn, "sensor") == []
+        assert mqtt.last_outbound_seq(conn, "phone") == 7
+        assert [r.topic for r in mqtt.unacknowledged(conn, "phone")] == ["first", "second", "third", "fourth"]
+        assert mqtt.unacknowledged(conn, "sensor") == [
+            mqtt.OutboundRow(3, "other", b"otherotherother", 1, False, False)
+        ]
+
+
+def test_a_run_keeps_its_bitmaps_and_goes_with_its_last_message(engine: Engine) -> None:
+    """Acknowledged and PUBREC'd messages are bits of their run's row: a reconnection resends
+    the others, PUBREL for those PUBREC'd; the row goes when none is left in flight."""
+    with engine.begin() as conn:
+        first, second = run("phone", 1, (1, "a"), (2, "b"), (3, "c")), run("phone", 2, (4, "d"))
+        mqtt.store_runs(conn, [first, second])
+        assert first.acknowledge(1) and not first.acknowledge(1)
+        assert first.release(2) and not first.release(2)
+        assert second.acknowledge(0)
+        mqtt.update_runs(conn, [first])
+        mqtt.delete_runs(conn, [second])
+        (stored,) = mqtt.load_runs(conn, "phone")
+        assert (stored.seq, stored.pending, stored.is_acked(1), stored.is_released(2)) == (1, 2, True, True)
+        assert [(r.packet_id, r.released) for r in mqtt.unacknowledged(conn, "phone")] == [
+            (1, False),
+            (3, True),
+        ]
+        listed = {s.client_id: s.in_flight for s in mqtt.list_sessions(conn)}
+        assert listed == {}  # no session row: in flight is counted per session listed
+        mqtt.save_session(
+            conn, mqtt.StoredSession("phone", mqtt.queue_for("phone"), "alice", False, 4, "a:1", 1, 1)
+        )
+        assert [s.in_flight for s in mqtt.list_sessions(conn)] == [2]
+        assert stored.acknowledge(0) and stored.acknowledge(2) and stored.pending == 0
+        mqtt.delete_runs(conn, [stored])
+        assert mqtt.load_runs(conn, "phone") == []
+        assert [s.in_flight for s in mqtt.list_sessions(conn)] == [0]
+
+
+def test_new_messages_are_one_run_unless_their_payloads_are_over_the_limit() -> None:
+    seqs = iter(range(1, 100))
+    key = mqtt.session_key("phone")
+
+    def messages(*sizes: int) -> list[mqtt.OutboundMessage]:
+        return [(n, "t", bytes(size), 1, False) for n, size in enumerate(sizes, 1)]
+
+    def shape(runs: list[mqtt.OutboundRun]) -> list[tuple[int, list[int]]]:
+        return [(run.seq, [m[0] for m in run.messages]) for run in runs]
+
+    assert shape(mqtt.new_runs(key, messages(3, 3, 3), lambda: next(seqs), limit=10)) == [(1, [1, 2, 3])]
+    assert shape(mqtt.new_runs(key, messages(6, 6, 20, 1), lambda: next(seqs), limit=10)) == [
+        (2, [1]),
+        (3, [2]),
+        (4, [3]),  # one message over the limit is a run of its own
+        (5, [4]),
+    ]
+    assert shape(mqtt.new_runs(key, messages(4, 4, 4, 4), lambda: next(seqs), limit=10)) == [
+        (6, [1, 2]),
+        (7, [3, 4]),
+    ]
+
+
+def test_messages_pack_and_unpack_as_they_were() -> None:
+    messages: list[mqtt.OutboundMessage] = [
+        (1, "a/b", b"", 1, False),
+        (65535, "späť/ü/#x", bytes(range(256)) * 300, 2, True),
+        (7, "", b"\x00", 1, True),
+    ]
+    assert mqtt.unpack_messages(mqtt.pack_messages(messages)) == messages
+    assert mqtt.unpack_messages(b"") == []
+
+
+def test_received_ids_of_many_sessions_in_one_call(engine: Engine) -> None:
+    """Several ids per session in one call: one execution per session (PostgreSQL's array) or
+    per row (SQLite) must reach each id named and no other."""
+    clients = ("phone", "sensor", "meter")
+    with engine.begin() as conn:
+        mqtt.record_received(conn, [(c, p) for c in clients for p in range(1, 8)])
+        mqtt.forget_received(conn, [("meter", 1), ("meter", 2), ("phone", 7), ("sensor", 4), ("phone", 1)])
+        awaiting = {c: sorted(mqtt.awaiting_release(conn, c)) for c in clients}
+    assert awaiting == {
+        "phone": [2, 3, 4, 5, 6],
+        "sensor": [1, 2, 3, 5, 6, 7],
+        "meter": [3, 4, 5, 6, 7],
+    }
 
 
 def test_sessions_are_paged_by_client_id_and_counted(engine: Engine) -> None:
