@@ -489,7 +489,9 @@ def update_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
     dialect = conn.dialect.name
     if dialect == "postgresql":
         rows = _as_arrays(rows)
-    _execute_many(conn, "update_runs", partial(_run_update, dialect), ("k", "s", "a", "r", "p"), rows)
+    _execute_many(
+        conn, "update_runs", partial(_run_update, dialect), ("k", "s", "a", "r", "p"), rows, keyed=True
+    )
 
 
 def _run_update(dialect: str) -> Update:
@@ -532,7 +534,9 @@ def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[t
     dialect = conn.dialect.name
     if dialect == "postgresql":
         pairs = _as_arrays(pairs)
-    _execute_many(conn, (table.name, column), partial(_deletion, table, column, dialect), _PAIR, pairs)
+    _execute_many(
+        conn, (table.name, column), partial(_deletion, table, column, dialect), _PAIR, pairs, keyed=True
+    )
 
 
 def _deletion(table: Table, column: str, dialect: str) -> Delete:
@@ -568,11 +572,14 @@ def _execute_many(
     build: Callable[[], ClauseElement],
     columns: tuple[str, ...],
     rows: Sequence[tuple[Any, ...]],
+    *,
+    keyed: bool = False,
 ) -> None:
     """One statement for many rows (each the values of ``columns``, in that order), compiled
     once per dialect and handed to the driver as it is: SQLAlchemy's processing of every
     row's parameters cost more than the statement. Rows already in the order of a positional
-    statement's parameters go through untouched."""
+    statement's parameters go through untouched. ``keyed``: the statement finds its rows by
+    key (see :func:`_planned_each_time`)."""
     key = (conn.dialect.name, name)
     plan = _COMPILED.get(key)
     if plan is None:
@@ -580,13 +587,30 @@ def _execute_many(
         order = tuple(compiled.positiontup or ()) if compiled.positional else None
         plan = _COMPILED[key] = (compiled.string, order)
     statement, order = plan
-    if order is None:
+    if keyed and conn.dialect.name == "postgresql":
+        for row in rows:
+            _planned_each_time(conn, statement, dict(zip(columns, row, strict=True)))
+    elif order is None:
         conn.exec_driver_sql(statement, [dict(zip(columns, row, strict=True)) for row in rows])
     elif order == columns:
         conn.exec_driver_sql(statement, list(rows))
     else:
         where = [columns.index(n) for n in order]
         conn.exec_driver_sql(statement, [tuple(row[i] for i in where) for row in rows])
+
+
+def _planned_each_time(conn: Connection, statement: str, params: Mapping[str, Any]) -> None:
+    """Run a PostgreSQL statement that finds its rows by key, planned for its parameters each
+    time, never prepared. A prepared statement soon runs on a generic plan, and one made while
+    the table was small scans the whole table; the session tables grow by the dead rows of
+    their churn until autovacuum comes, and every batch reads them all. Planned with the
+    table's size of the moment, the lookup goes through the key's index once the table is
+    more than a few pages: p99 8-9 ms at 1,000 QoS 1 publications/s, not 16-18 ms
+    (``docs/performance.md``)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor:
+        cursor.execute(statement, params, prepare=False)
 
 
 _COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
+import migrations
 from broker.store import mqtt
+from queues import make_engine
 from queues.owners import machine_key, owner_name
+from tests.conftest import PostgresDatabases
 
 
 def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connection(engine: Engine) -> None:
@@ -169,3 +172,39 @@ def test_sessions_held_by_a_listener_process_that_died_are_released(engine: Engi
             ("sensor", 500),
         ]
         assert mqtt.release_dead(conn, 600) == 0
+
+
+def test_keyed_deletions_and_updates_are_never_prepared_on_postgresql(postgres: PostgresDatabases) -> None:
+    """psycopg prepares a statement from its fifth execution, and PostgreSQL then runs it on a
+    generic plan, which for a small table is a whole-table scan that stays as the table grows
+    with dead rows. The writes that find runs and received ids by key are planned each time;
+    the insertions, which need no plan, are prepared as usual."""
+    url = postgres.create()
+    engine = make_engine(url, pool_size=1, max_overflow=0)  # one server session: one set of statements
+    try:
+        migrations.upgrade(engine)
+        with engine.begin() as conn:
+            for seq in range(1, 9):
+                written = run("phone", seq, (seq, "a"), (seq + 100, "b"))
+                mqtt.store_runs(conn, [written])
+                written.acknowledge(0)
+                mqtt.update_runs(conn, [written])
+                mqtt.delete_runs(conn, [written])
+                mqtt.record_received(conn, [("phone", seq)])
+                mqtt.forget_received(conn, [("phone", seq)])
+            assert mqtt.unacknowledged(conn, "phone") == []
+            assert mqtt.awaiting_release(conn, "phone") == []
+            prepared = conn.execute(text("SELECT statement FROM pg_prepared_statements")).scalars().all()
+    finally:
+        engine.dispose()
+        postgres.drop(url)
+    kinds = {
+        (statement.split()[0], table)
+        for statement in prepared
+        for table in _RUNS_AND_IDS
+        if table in statement
+    }
+    assert kinds == {("INSERT", "psb_mqtt_outbound_runs"), ("INSERT", "psb_mqtt_inbound")}
+
+
+_RUNS_AND_IDS = ("psb_mqtt_outbound_runs", "psb_mqtt_inbound")
