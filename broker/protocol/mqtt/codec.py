@@ -335,9 +335,18 @@ class Decoder:
         packets: list[Packet] = []
         size = len(data)
         pos = 0
+        acks = _ACKS_BY_FIRST_BYTE
         try:
             while pos < size:
                 first = data[pos]
+                # The hot path of QoS 1 and 2: a whole acknowledgement, read where it lies.
+                if (ack := acks.get(first)) is not None and pos + 3 < size and data[pos + 1] == 2:
+                    packet_id = data[pos + 2] << 8 | data[pos + 3]
+                    if not packet_id:
+                        raise MqttProtocolError("packet identifier 0")
+                    packets.append(ack(packet_id))
+                    pos += 4
+                    continue
                 if first not in _VALID_FIRST_BYTES[self.protocol_level == MQTT_31]:
                     self._check_first_byte(first)  # raises
                 if pos + 1 < size and data[pos + 1] < 0x80:  # one length byte: every ack, most PUBLISHes
@@ -390,7 +399,7 @@ class Decoder:
         kind = first >> 4
         if kind == PUBLISH:
             return _decode_publish(first, data, start, end)
-        if end - start == 2 and (ack := _ACKS.get(kind)) is not None:  # the hot path of QoS 1 and 2
+        if end - start == 2 and (ack := _ACKS.get(kind)) is not None:
             packet_id = data[start] << 8 | data[start + 1]
             if not packet_id:
                 raise MqttProtocolError("packet identifier 0")
@@ -552,3 +561,10 @@ def _first_bytes(protocol_level: int) -> frozenset[int]:
 
 
 _VALID_FIRST_BYTES = (_first_bytes(MQTT_311), _first_bytes(MQTT_31))  # by "is 3.1"
+# The acknowledgements a client sends, by their first byte (flags as both versions require).
+_ACKS_BY_FIRST_BYTE: dict[int, type[PubAck | PubRec | PubRel | PubComp]] = {
+    PUBACK << 4: PubAck,
+    PUBREC << 4: PubRec,
+    PUBREL << 4 | _FIXED_FLAGS[PUBREL]: PubRel,
+    PUBCOMP << 4: PubComp,
+}

@@ -135,13 +135,16 @@ class Received:
 Action = Send | Close | Open | Route | Release | Register | Deregister | Delivered | Received
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Outbound:
-    """A stored outbound QoS 1/2 message not yet acknowledged; ``released``: PUBREC came (the
-    one field the session changes, in place: a QoS 2 delivery's record is not built twice)."""
+    """A stored outbound QoS 1/2 message not yet acknowledged, as a persistent session resumes
+    it; ``released``: PUBREC came."""
 
     publish: Publish
     released: bool = False
+
+
+RELEASED = 3  # an outbound QoS 2 message's state once PUBREC came (1 and 2: its QoS, awaiting)
 
 
 # -- the machine ---------------------------------------------------------------------------
@@ -183,7 +186,9 @@ class Session:
         # QoS 1/2 ids received: False while being routed, True once routed (QoS 2) and
         # awaiting PUBREL. One dict rather than two sets: 64 bytes, not 432, per connection.
         self._received: dict[int, bool] = {}
-        self._inflight: dict[int, Outbound] = {}  # outbound, in send order
+        # Outbound in flight, in send order: the QoS (1 or 2), or RELEASED once PUBREC came.
+        # A number rather than a record: this is every QoS 1/2 delivery's path.
+        self._inflight: dict[int, int] = {}
 
     # -- inbound ---------------------------------------------------------------------------
 
@@ -242,7 +247,7 @@ class Session:
         for item in outbound:
             packet_id = item.publish.packet_id
             assert packet_id is not None
-            self._inflight[packet_id] = item
+            self._inflight[packet_id] = RELEASED if item.released else item.publish.qos
             packet: Packet = PubRel(packet_id) if item.released else replace(item.publish, dup=True)
             actions.append(Send(packet))
         early, self._early = self._early, []
@@ -327,33 +332,27 @@ class Session:
         for publish in publications:
             if publish.qos:
                 assert publish.packet_id is not None
-                inflight[publish.packet_id] = Outbound(publish)
+                inflight[publish.packet_id] = publish.qos
         return list(publications)
 
     def _on_ack(self, packet: PubAck | PubRec | PubComp) -> list[Action]:
-        item = self._inflight.get(packet.packet_id)
-        if item is None:
-            return []
-        qos = item.publish.qos
+        packet_id = packet.packet_id
+        state = self._inflight.get(packet_id)
         kind = type(packet)
         if kind is PubRec:
-            if qos != 2:
-                return []
-            return [Send(PubRel(packet.packet_id))] if item.released else [Received(packet.packet_id)]
-        if kind is PubAck:
-            if qos != 1:
-                return []
-        elif qos != 2 or not item.released:  # PUBCOMP
+            if state == 2:
+                return [Received(packet_id)]
+            return [Send(PubRel(packet_id))] if state == RELEASED else []
+        if state != (1 if kind is PubAck else RELEASED):  # PUBACK of QoS 1, PUBCOMP after PUBREC
             return []
-        del self._inflight[packet.packet_id]
-        return [Delivered(packet.packet_id)]
+        del self._inflight[packet_id]
+        return [Delivered(packet_id)]
 
     def recorded(self, packet_id: int) -> list[Action]:
         """PUBREC of an outbound QoS 2 message is durably recorded: PUBREL."""
-        item = self._inflight.get(packet_id)
-        if item is None or self.phase is not Phase.OPEN:
+        if self._inflight.get(packet_id) is None or self.phase is not Phase.OPEN:
             return []
-        item.released = True
+        self._inflight[packet_id] = RELEASED
         return [Send(PubRel(packet_id))]
 
     # -- time and endings ------------------------------------------------------------------
