@@ -605,8 +605,8 @@ def _planned_each_time(conn: Connection, statement: str, params: Mapping[str, An
     the table was small scans the whole table; the session tables grow by the dead rows of
     their churn until autovacuum comes, and every batch reads them all. Planned with the
     table's size of the moment, the lookup goes through the key's index once the table is
-    more than a few pages: p99 8-9 ms at 1,000 QoS 1 publications/s, not 16-18 ms
-    (``docs/performance.md``)."""
+    more than a few pages (the p99 at 1,000 QoS 1 publications/s after the throughput runs:
+    8.0-9.4 ms, not 15.9-18.1; ``docs/performance.md``)."""
     driver = conn.connection.driver_connection
     assert driver is not None
     with driver.cursor() as cursor:
