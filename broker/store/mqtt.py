@@ -481,17 +481,9 @@ def store_runs(conn: Connection, runs: Sequence[OutboundRun]) -> None:
 
 
 def update_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
-    """Write the runs' bitmaps as they are now (those with messages still in flight): on
-    PostgreSQL in one statement, the rows as arrays (as :func:`_delete_pairs` does)."""
+    """Write the runs' bitmaps as they are now (those with messages still in flight)."""
     rows = [(run.key, run.seq, bytes(run.acked), bytes(run.released), run.pending) for run in runs]
-    if not rows:
-        return
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        rows = _as_arrays(rows)
-    _execute_many(
-        conn, "update_runs", partial(_run_update, dialect), ("k", "s", "a", "r", "p"), rows, keyed=True
-    )
+    _execute_by_key(conn, "update_runs", _run_update, ("k", "s", "a", "r", "p"), rows)
 
 
 def _run_update(dialect: str) -> Update:
@@ -525,18 +517,39 @@ def _insert_rows(
 
 
 def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
-    """Delete rows by (session_key, ``column``) pairs: on PostgreSQL in one statement, the pairs
-    as two arrays (executed once per pair or per session, its pipeline spent more than the
-    routing on a batch's deletions); on SQLite an ``executemany`` of one row each, the cheaper
-    there (no statement to compile per size)."""
-    if not pairs:
+    """Delete rows by (session_key, ``column``) pairs."""
+    _execute_by_key(conn, (table.name, column), partial(_deletion, table, column), _PAIR, pairs)
+
+
+def _execute_by_key(
+    conn: Connection,
+    name: Hashable,
+    build: Callable[[str], ClauseElement],
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
+) -> None:
+    """A statement that finds its rows by key (``build(dialect)``, its parameters named as
+    ``columns``), for many rows. On SQLite an ``executemany`` of one row each, the cheaper there
+    (no statement to compile per size). On PostgreSQL one execution, the rows as one array per
+    column (see :func:`_parameters`): executed once per row or per session, psycopg's pipeline
+    would spend more than the routing on a batch's deletions. It is planned for its parameters each time,
+    never prepared: a prepared statement soon runs on a generic plan, and one made while the
+    table was small scans the whole table; the session tables grow by the dead rows of their
+    churn until autovacuum comes, and every batch reads them all. Planned with the table's size
+    of the moment, the lookup goes through the key's index once the table is more than a few
+    pages (the p99 at 1,000 QoS 1 publications/s after the throughput runs: 8.0-9.4 ms, not
+    15.9-18.1; ``docs/performance.md``)."""
+    if not rows:
         return
     dialect = conn.dialect.name
-    if dialect == "postgresql":
-        pairs = _as_arrays(pairs)
-    _execute_many(
-        conn, (table.name, column), partial(_deletion, table, column, dialect), _PAIR, pairs, keyed=True
-    )
+    if dialect != "postgresql":
+        _execute_many(conn, name, partial(build, dialect), columns, rows)
+        return
+    statement, _ = _compiled(conn, name, partial(build, dialect))
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor:
+        cursor.execute(statement, dict(zip(columns, _as_arrays(rows), strict=True)), prepare=False)
 
 
 def _deletion(table: Table, column: str, dialect: str) -> Delete:
@@ -545,9 +558,9 @@ def _deletion(table: Table, column: str, dialect: str) -> Delete:
     return delete(table).where(keys == named["k"], values == named["v"])
 
 
-def _as_arrays(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """PostgreSQL: the rows as one row of arrays, one per column (see :func:`_parameters`)."""
-    return [tuple(list(column) for column in zip(*rows, strict=True))]
+def _as_arrays(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Any], ...]:
+    """PostgreSQL: the rows as one array per column (see :func:`_parameters`)."""
+    return tuple(list(column) for column in zip(*rows, strict=True))
 
 
 def _parameters(dialect: str, columns: dict[str, ColumnElement[Any]]) -> Mapping[str, ColumnElement[Any]]:
@@ -572,25 +585,13 @@ def _execute_many(
     build: Callable[[], ClauseElement],
     columns: tuple[str, ...],
     rows: Sequence[tuple[Any, ...]],
-    *,
-    keyed: bool = False,
 ) -> None:
     """One statement for many rows (each the values of ``columns``, in that order), compiled
     once per dialect and handed to the driver as it is: SQLAlchemy's processing of every
     row's parameters cost more than the statement. Rows already in the order of a positional
-    statement's parameters go through untouched. ``keyed``: the statement finds its rows by
-    key (see :func:`_planned_each_time`)."""
-    key = (conn.dialect.name, name)
-    plan = _COMPILED.get(key)
-    if plan is None:
-        compiled = cast(SQLCompiler, build().compile(dialect=conn.dialect))
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        plan = _COMPILED[key] = (compiled.string, order)
-    statement, order = plan
-    if keyed and conn.dialect.name == "postgresql":
-        for row in rows:
-            _planned_each_time(conn, statement, dict(zip(columns, row, strict=True)))
-    elif order is None:
+    statement's parameters go through untouched."""
+    statement, order = _compiled(conn, name, build)
+    if order is None:
         conn.exec_driver_sql(statement, [dict(zip(columns, row, strict=True)) for row in rows])
     elif order == columns:
         conn.exec_driver_sql(statement, list(rows))
@@ -599,18 +600,18 @@ def _execute_many(
         conn.exec_driver_sql(statement, [tuple(row[i] for i in where) for row in rows])
 
 
-def _planned_each_time(conn: Connection, statement: str, params: Mapping[str, Any]) -> None:
-    """Run a PostgreSQL statement that finds its rows by key, planned for its parameters each
-    time, never prepared. A prepared statement soon runs on a generic plan, and one made while
-    the table was small scans the whole table; the session tables grow by the dead rows of
-    their churn until autovacuum comes, and every batch reads them all. Planned with the
-    table's size of the moment, the lookup goes through the key's index once the table is
-    more than a few pages (the p99 at 1,000 QoS 1 publications/s after the throughput runs:
-    8.0-9.4 ms, not 15.9-18.1; ``docs/performance.md``)."""
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    with driver.cursor() as cursor:
-        cursor.execute(statement, params, prepare=False)
+def _compiled(
+    conn: Connection, name: Hashable, build: Callable[[], ClauseElement]
+) -> tuple[str, tuple[str, ...] | None]:
+    """``build()``'s SQL for the connection's dialect, compiled once, and the order of its
+    parameters if they are positional (None: named)."""
+    key = (conn.dialect.name, name)
+    plan = _COMPILED.get(key)
+    if plan is None:
+        compiled = cast(SQLCompiler, build().compile(dialect=conn.dialect))
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        plan = _COMPILED[key] = (compiled.string, order)
+    return plan
 
 
 _COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}
