@@ -665,6 +665,21 @@ class UnitOfWork:
         if self._arrivals:
             self._qm.notifier.committed(self._arrivals)
 
+    @contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """Carry out the block's writes and commit: on PostgreSQL the block's statements and the
+        COMMIT go to the server together (:func:`queues.sql.committed_together`), so they must
+        be the driver-level writes that read nothing back, in a unit of work that has done
+        nothing else (no puts, gets or claim turn, whose commit reads the queues' counters).
+        Elsewhere, and for any other unit of work, an ordinary commit after the block."""
+        if self._turn is not None or self._deltas or not sql.can_commit_together(self.connection):
+            yield
+            self.commit()
+            return
+        with _translated(), sql.committed_together(self.connection):
+            yield
+        self._transaction.commit()  # the driver's transaction has ended: nothing is sent
+
     def backout(self) -> None:
         """Undo everything; messages gotten here go back with BackoutCount + 1."""
         gotten = self._gotten

@@ -13,12 +13,16 @@ database has a faster native path, and those differences live here too:
 * depth counters: one ``UPDATE ... FROM unnest(...)`` for several queues on
   PostgreSQL, one statement per queue on SQLite (:func:`apply_depth`);
 * wake-ups: ``pg_notify`` on PostgreSQL (SQLite has no equivalent; see
-  ``queues.waiting``).
+  ``queues.waiting``);
+* write-only units of work: one exchange with the server for their statements and the
+  COMMIT on PostgreSQL (psycopg's pipeline mode, :func:`committed_together`); SQLite is
+  in-process, where a round trip costs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy import (
@@ -369,6 +373,46 @@ def _carries(params: list[dict[str, Any]], arrivals: Collection[str]) -> bool:
     a changed row for every queue named (every queue put to has its counter changed)."""
     changed = {p["q"] for p in params}
     return len(arrivals) <= NOTIFY_NAMES and all(name in changed for name in arrivals)
+
+
+@contextmanager
+def committed_together(conn: Connection) -> Iterator[None]:
+    """Send BEGIN, the statements the block executes through the driver, then COMMIT, in one
+    exchange with a PostgreSQL server: psycopg's pipeline mode queues each and reads every
+    result at the end. A unit of work that only writes then costs one round trip (and one
+    wake-up of its server process) instead of one each for BEGIN, every statement and COMMIT:
+    on a loaded machine each is a scheduling delay, not just a network hop. Nothing may read
+    a result inside the block (it would come back empty before the end), hence the driver's
+    cursors only, never SQLAlchemy's. A statement that fails aborts the rest, the COMMIT
+    included, and raises at the end, the transaction rolled back.
+
+    The connection must not be in a transaction yet (:func:`can_commit_together`). It is in
+    autocommit mode for the block, with BEGIN sent as a statement: psycopg's own BEGIN waits
+    for its answer in a pipeline."""
+    driver = conn.connection.driver_connection
+    assert driver is not None and can_commit_together(conn)
+    driver.autocommit = True
+    try:
+        with driver.pipeline(), driver.cursor() as cursor:
+            cursor.execute("BEGIN")
+            yield
+            cursor.execute("COMMIT")
+    except BaseException:
+        if not driver.closed:
+            with suppress(Exception):  # a lost connection: what the caller hears is the first error
+                driver.rollback()
+        raise
+    finally:
+        if not driver.closed and driver.info.transaction_status.name == "IDLE":
+            driver.autocommit = False
+
+
+def can_commit_together(conn: Connection) -> bool:
+    """Whether :func:`committed_together` can take ``conn``: PostgreSQL's, no transaction open."""
+    if conn.dialect.name != "postgresql":
+        return False
+    driver = conn.connection.driver_connection
+    return driver is not None and driver.info.transaction_status.name == "IDLE"
 
 
 # --- messages --------------------------------------------------------------------------------

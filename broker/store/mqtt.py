@@ -26,6 +26,7 @@ from typing import Any, cast
 from sqlalchemy import (
     Connection,
     Delete,
+    Insert,
     Table,
     Update,
     bindparam,
@@ -46,7 +47,6 @@ from broker.store.schema import (
     mqtt_sessions,
     mqtt_subscriptions,
 )
-from queues import sql
 from queues.owners import dead_here
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
@@ -278,14 +278,21 @@ def count_dropped(conn: Connection, client_id: str, count: int) -> None:
     )
 
 
-def count_refused(conn: Connection, client_id: str, count: int) -> None:
-    """``count`` more of the client's publications or subscriptions were refused (authority)."""
-    if count:
-        conn.execute(
-            update(mqtt_sessions)
-            .where(mqtt_sessions.c.session_key == session_key(client_id))
-            .values(refused=mqtt_sessions.c.refused + count)
-        )
+def count_refused(conn: Connection, counts: Mapping[str, int]) -> None:
+    """So many more of each client's publications or subscriptions were refused (authority);
+    one statement for them all, which reads nothing back (it may go in a pipeline)."""
+    rows = [(session_key(client_id), count) for client_id, count in counts.items() if count]
+    _execute_rows(conn, "count_refused", _refusal, _PAIR, rows)
+
+
+def _refusal(dialect: str) -> Update:
+    sessions = mqtt_sessions.c
+    named = _parameters(dialect, {"k": sessions.session_key, "v": sessions.refused})
+    return (
+        update(mqtt_sessions)
+        .where(sessions.session_key == named["k"])
+        .values(refused=sessions.refused + named["v"])
+    )
 
 
 def delete_session(conn: Connection, client_id: str) -> None:
@@ -483,7 +490,7 @@ def store_runs(conn: Connection, runs: Sequence[OutboundRun]) -> None:
 def update_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
     """Write the runs' bitmaps as they are now (those with messages still in flight)."""
     rows = [(run.key, run.seq, bytes(run.acked), bytes(run.released), run.pending) for run in runs]
-    _execute_by_key(conn, "update_runs", _run_update, ("k", "s", "a", "r", "p"), rows)
+    _execute_rows(conn, "update_runs", _run_update, ("k", "s", "a", "r", "p"), rows)
 
 
 def _run_update(dialect: str) -> Update:
@@ -507,49 +514,66 @@ def delete_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
 def _insert_rows(
     conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
 ) -> None:
-    """Insert rows (each the values of ``columns``) in one statement: on PostgreSQL a binary
-    COPY from two rows up, as the queues' messages are written (its pipelined
-    ``executemany`` costs a round of the protocol per row)."""
-    if conn.dialect.name == "postgresql" and len(rows) > 1:
-        sql.copy_rows(conn, table, columns, rows)
-    elif rows:
-        _execute_many(conn, (table.name, columns), lambda: insert(table), columns, rows)
+    """Insert rows (each the values of ``columns``) in one statement, which reads nothing
+    back: on PostgreSQL the columns go as arrays, unnested (one execution, and unlike a COPY
+    it may go in a pipeline with the rest of a batch's writes)."""
+    build = partial(_insertion, table, columns)
+    _execute_rows(conn, (table.name, columns), build, columns, rows, keyed=False)
+
+
+def _insertion(table: Table, columns: tuple[str, ...], dialect: str) -> Insert:
+    named = _parameters(dialect, {name: table.c[name] for name in columns})
+    if dialect != "postgresql":
+        return insert(table).values(dict(named))
+    return insert(table).from_select(list(columns), select(*(named[name] for name in columns)))
 
 
 def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
     """Delete rows by (session_key, ``column``) pairs."""
-    _execute_by_key(conn, (table.name, column), partial(_deletion, table, column), _PAIR, pairs)
+    _execute_rows(conn, (table.name, column), partial(_deletion, table, column), _PAIR, pairs)
 
 
-def _execute_by_key(
+def _execute_rows(
     conn: Connection,
     name: Hashable,
     build: Callable[[str], ClauseElement],
     columns: tuple[str, ...],
     rows: Sequence[tuple[Any, ...]],
+    *,
+    keyed: bool = True,
 ) -> None:
-    """A statement that finds its rows by key (``build(dialect)``, its parameters named as
-    ``columns``), for many rows. On SQLite an ``executemany`` of one row each, the cheaper there
-    (no statement to compile per size). On PostgreSQL one execution, the rows as one array per
-    column (see :func:`_parameters`): executed once per row or per session, psycopg's pipeline
-    would spend more than the routing on a batch's deletions. It is planned for its parameters each time,
-    never prepared: a prepared statement soon runs on a generic plan, and one made while the
-    table was small scans the whole table; the session tables grow by the dead rows of their
-    churn until autovacuum comes, and every batch reads them all. Planned with the table's size
-    of the moment, the lookup goes through the key's index once the table is more than a few
-    pages (the p99 at 1,000 QoS 1 publications/s after the throughput runs: 8.0-9.4 ms, not
-    15.9-18.1; ``docs/performance.md``)."""
+    """A statement (``build(dialect)``, its parameters named as ``columns``) for many rows,
+    reading nothing back. On SQLite an ``executemany`` of one row each, the cheaper there (no
+    statement to compile per size). On PostgreSQL one execution, the rows as one array per
+    column (see :func:`_parameters`), through the driver: executed once per row, psycopg
+    would spend more than the routing on a batch's writes, and a statement that reads nothing
+    back may go in a pipeline (``queues.UnitOfWork.pipelined``).
+
+    One that finds its rows by key (``keyed``) is planned for its parameters each time, never
+    prepared: a prepared statement soon runs on a generic plan, and one made while the table
+    was small scans the whole table; the session tables grow by the dead rows of their churn
+    until autovacuum comes, and every batch reads them all. Planned with the table's size of
+    the moment, the lookup goes through the key's index once the table is more than a few
+    pages (``docs/performance.md``)."""
     if not rows:
         return
     dialect = conn.dialect.name
     if dialect != "postgresql":
         _execute_many(conn, name, partial(build, dialect), columns, rows)
         return
-    statement, _ = _compiled(conn, name, partial(build, dialect))
+    statement = _ARRAY_STATEMENTS.get(name)
+    if statement is None:
+        # Binary parameters: psycopg sends a list given in text as an array literal, every
+        # bytea in it escaped as hex (five times the time of the statement for a batch's runs).
+        statement, _ = _compiled(conn, name, partial(build, dialect))
+        for column in columns:
+            statement = statement.replace(f"%({column})s", f"%({column})b")
+        _ARRAY_STATEMENTS[name] = statement
     driver = conn.connection.driver_connection
     assert driver is not None
     with driver.cursor() as cursor:
-        cursor.execute(statement, dict(zip(columns, _as_arrays(rows), strict=True)), prepare=False)
+        params = dict(zip(columns, _as_arrays(rows), strict=True))
+        cursor.execute(statement, params, prepare=False if keyed else None)
 
 
 def _deletion(table: Table, column: str, dialect: str) -> Delete:
@@ -615,5 +639,6 @@ def _compiled(
 
 
 _COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}
+_ARRAY_STATEMENTS: dict[Hashable, str] = {}  # PostgreSQL's, by name
 _PAIR = ("k", "v")
 _RUN_COLUMNS = ("session_key", "seq", "messages", "acked", "released", "pending")

@@ -20,6 +20,7 @@ from queues.errors import MQError, NoMessageAvailable, UnknownObject
 from queues.ids import now_ms
 from tests.conftest import DIALECTS
 from tests.queues import databases
+from tests.statements import exchanges
 
 FOUR_MIB = 4 * 1024 * 1024
 NUL = b"\x00"
@@ -858,6 +859,67 @@ def test_a_2033_inside_a_unit_of_work_backs_out_what_it_did(qm):
         uow.get("APP.Q")
         uow.get("APP.Q")
     assert qm.browse("APP.Q")[0].message.backout_count == 1
+
+
+def _driver_insert(uow, n: int) -> None:
+    """A write through the driver's cursor, as the hot paths that may go in a pipeline do."""
+    cursor = uow.connection.connection.driver_connection.cursor()
+    placeholder = "%s" if uow.connection.dialect.name == "postgresql" else "?"
+    cursor.execute(f"INSERT INTO pipelined (n) VALUES ({placeholder})", [n])
+
+
+def _pipelined_rows(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return [row.n for row in conn.execute(text("SELECT n FROM pipelined ORDER BY n"))]
+
+
+@pytest.fixture
+def pipelined_table(engine: Engine) -> Iterator[None]:
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE pipelined (n INTEGER PRIMARY KEY)"))
+    yield
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE pipelined"))
+
+
+@pytest.mark.usefixtures("pipelined_table")
+def test_a_write_only_unit_of_work_sends_its_statements_and_the_commit_in_one_exchange(qm, engine):
+    with exchanges(engine) as sent, qm.unit_of_work() as uow, uow.pipelined():
+        _driver_insert(uow, 1)
+        _driver_insert(uow, 2)
+    assert _pipelined_rows(engine) == [1, 2]
+    if engine.dialect.name == "postgresql":
+        assert sent == [["BEGIN", "INSERT", "INSERT", "COMMIT"]]
+    with qm.unit_of_work() as uow:  # the connection is back as it was: a transaction of its own
+        _driver_insert(uow, 3)
+        uow.backout()
+    assert _pipelined_rows(engine) == [1, 2]
+
+
+@pytest.mark.usefixtures("pipelined_table")
+def test_a_statement_that_fails_in_a_write_only_unit_of_work_takes_all_of_it_back(qm, engine):
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), qm.unit_of_work() as uow, uow.pipelined():
+        _driver_insert(uow, 1)
+        _driver_insert(uow, 1)
+        _driver_insert(uow, 2)
+    assert _pipelined_rows(engine) == []
+    with qm.unit_of_work() as uow, uow.pipelined():
+        _driver_insert(uow, 5)
+    assert _pipelined_rows(engine) == [5]
+
+
+@pytest.mark.usefixtures("pipelined_table")
+def test_a_unit_of_work_that_has_read_commits_after_the_block_as_usual(qm, engine):
+    qm.define_queue("APP.Q")
+    qm.put("APP.Q", msg(1))
+    with exchanges(engine) as sent, qm.unit_of_work() as uow:
+        uow.get("APP.Q")
+        with uow.pipelined():
+            _driver_insert(uow, 1)
+    assert _pipelined_rows(engine) == [1]
+    assert qm.depth("APP.Q") == 0
+    if engine.dialect.name == "postgresql":
+        assert ["COMMIT"] in sent  # a commit of its own, after the depth's statement
 
 
 def test_a_get_passes_over_the_messages_it_is_told_to_skip(qm):

@@ -24,10 +24,15 @@ outbound messages in the transaction that routes the publication, QoS 0 ones are
 stored at all, and all are sent once it has committed, in commit order. A delivery to a
 session that is offline, behind or at its in-flight limit goes to its queue as any
 subscriber's would, and the session is behind until a drain finds the queue empty, so a
-publication never overtakes one queued before it. A batch of QoS 0 publications alone
-runs without a unit of work (against a state refreshed less than ``FRESH_SECONDS`` ago)
-when all its deliveries go straight out; what it must write (copies for queue
-subscribers, retained publications) is written in one transaction after it.
+publication never overtakes one queued before it.
+
+A batch of publications and acknowledgements alone (:class:`Deferred` jobs) routes against
+the in-memory state once one query outside any transaction has shown it current (QoS 0
+publications alone: not even that, while it is fresher than ``FRESH_SECONDS``), and writes
+what it leaves in one transaction after it: on PostgreSQL, when those are the session
+tables' rows alone, its statements and the COMMIT in one exchange with the server. A batch
+of QoS 1 publications then costs two exchanges (the check, then the writes and COMMIT), not
+one each for BEGIN, the check, every statement and COMMIT.
 
 A batch that fails is carried out again one job at a time, so one bad job fails alone.
 """
@@ -48,7 +53,7 @@ from typing import Any
 
 from broker.core import engine
 from broker.core.effects import Deliver, Effect, Outcome, Put
-from broker.core.state import BrokerState
+from broker.core.state import BrokerState, QueueInfo
 from broker.core.topics import matches
 from broker.protocol import pscr, rfh2
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
@@ -58,8 +63,9 @@ from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridge
 from broker.service.mqtt.inflight import Inflight
-from broker.service.router import RoutingService
+from broker.service.router import RoutingService, UnitOfWorkQueues
 from broker.store import mqtt as sessions
+from broker.store.changes import current_version
 from queues import QueueManager, UnitOfWork
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError, UnknownObject
@@ -132,15 +138,25 @@ class Drained:
 
 
 class Batch:
-    """One unit of work shared by the jobs of a batch (``uow`` is None in a batch that runs
-    without one): the state they route against, the writes they leave, carried out together
-    in :meth:`write`, and the deliveries to send once it has committed."""
+    """One unit of work shared by the jobs of a batch (opened first, or only when a job or the
+    writes need it: :class:`Deferred`): the state they route against, the writes they leave,
+    carried out together in :meth:`write`, and the deliveries to send once it has committed."""
 
-    def __init__(self, gateway: Gateway, uow: UnitOfWork | None, state: BrokerState, now: int) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        uow: UnitOfWork | None,
+        state: BrokerState,
+        now: int,
+        stack: contextlib.ExitStack,
+    ) -> None:
         self.gateway = gateway
         self._uow = uow
+        self._stack = stack
         self.state = state
         state.direct = gateway.outlets  # the engine's deliveries to them come as Deliver effects
+        if uow is None:
+            state.queues = _BatchQueues(self)
         self.now = now
         self.effects: list[Effect] = []
         self.queued: set[str] = set()  # outlets' queues with deliveries among ``effects``
@@ -154,8 +170,22 @@ class Batch:
 
     @property
     def uow(self) -> UnitOfWork:
-        assert self._uow is not None, "a job that writes ran in a batch without a unit of work"
+        """The batch's unit of work, opened when a job first needs one: a batch of
+        :class:`Deferred` jobs may need none until its writes."""
+        if self._uow is None:
+            self._uow = self._stack.enter_context(self.gateway.qm.unit_of_work())
         return self._uow
+
+    def commit(self) -> None:
+        """Carry out the batch's writes; the unit of work commits as the batch's stack closes.
+        Writes that only the batch's own statements make (no queue's messages, no state
+        change), in a unit of work not yet opened, are committed with them in one exchange
+        with the server (:meth:`queues.UnitOfWork.pipelined`)."""
+        if self._uow is not None or self.effects:
+            self.write()
+        elif self.pending:
+            with self.uow.pipelined():
+                self.write()
 
     @property
     def pending(self) -> bool:
@@ -163,13 +193,11 @@ class Batch:
             self.effects or self.received or self.forgotten or self.sending or self.touched or self.refused
         )
 
-    def write(self, uow: UnitOfWork | None = None) -> None:
-        """Carry out the writes so far, in ``uow`` if the batch has none yet: deletions before
-        insertions, as a QoS 2 id forgotten may be recorded again in the same batch. The new
-        outbound messages are one run per session; the runs acknowledged or PUBREC'd are
-        rewritten, or deleted with their last message."""
-        if uow is not None:
-            self._uow = uow
+    def write(self) -> None:
+        """Carry out the writes so far: deletions before insertions, as a QoS 2 id forgotten
+        may be recorded again in the same batch. The new outbound messages are one run per
+        session; the runs acknowledged or PUBREC'd are rewritten, or deleted with their last
+        message. Only the effects' writes read anything back."""
         conn = self.uow.connection
         sessions.forget_received(conn, self.forgotten)
         sessions.record_received(conn, self.received)
@@ -178,8 +206,7 @@ class Batch:
             sessions.update_runs(conn, [run for run in self.touched if run.pending])
         if self.sending:
             self._store_runs(conn)
-        for client_id, count in self.refused.items():
-            sessions.count_refused(conn, client_id, count)
+        sessions.count_refused(conn, self.refused)
         self.gateway.router.apply_effects(self.uow, self.effects)
         for pending in (self.forgotten, self.received, self.touched, self.sending):
             pending.clear()
@@ -279,17 +306,35 @@ class Batch:
             outlet.behind = True
 
 
-class MemoryJob:
-    """A job that needs no unit of work (routing a QoS 0 publication): a batch of nothing
-    else runs without one."""
+class Deferred:
+    """A job that reads nothing through the batch's unit of work before its writes, and whose
+    routing decides nothing a concurrent writer could contradict (publications,
+    acknowledgements): a batch of such jobs routes against the in-memory state once one query
+    outside any transaction has shown it current, and opens its unit of work for the writes
+    alone. A ``memory`` job (routing a QoS 0 publication) needs not even that query while the
+    state is fresher than ``FRESH_SECONDS``."""
 
-    __slots__ = ("run",)
+    __slots__ = ("memory", "run")
 
-    def __init__(self, run: Callable[[Batch], Any]) -> None:
+    def __init__(self, run: Callable[[Batch], Any], *, memory: bool = False) -> None:
         self.run = run
+        self.memory = memory
 
     def __call__(self, batch: Batch) -> Any:
         return self.run(batch)
+
+
+class _BatchQueues:
+    """The engine's view of local queues in a batch that may have no unit of work yet: read
+    through the batch's, opened when the engine first asks."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: Batch) -> None:
+        self._batch = batch
+
+    def get(self, name: str, /) -> QueueInfo | None:
+        return UnitOfWorkQueues(self._batch.uow).get(name)
 
 
 Job = Callable[[Batch], Any]
@@ -393,33 +438,45 @@ class Gateway:
         )
 
     def _commit(self, jobs: list[Job]) -> tuple[Batch, list[Any]]:
-        """Carry out the jobs and the batch's writes, and commit: without a unit of work for the
-        routing if they are all :class:`MemoryJob` and the state is fresh enough (one is
-        opened after them if they leave anything to write)."""
+        """Carry out the jobs and the batch's writes, and commit. A batch of :class:`Deferred`
+        jobs routes against the in-memory state if it is current, and opens a unit of work
+        only for its writes (if they leave any); any other batch opens one first and brings
+        the state up to date in it."""
         batch: Batch | None = None
         try:
-            state = self.router.state
-            if (
-                state is not None
-                and time.monotonic() - self._refreshed < FRESH_SECONDS
-                and all(isinstance(job, MemoryJob) for job in jobs)
-            ):
-                batch = Batch(self, None, state, now_ms())
+            with contextlib.ExitStack() as stack:
+                uow: UnitOfWork | None = None
+                state = self._current(jobs)
+                if state is None:
+                    uow = stack.enter_context(self.qm.unit_of_work())
+                    self._refreshed = time.monotonic()
+                    state = self.router.state_in(uow)
+                batch = Batch(self, uow, state, now_ms(), stack)
                 results = [job(batch) for job in jobs]
-                if batch.pending:
-                    with self.qm.unit_of_work() as uow:
-                        batch.write(uow)
-                return batch, results
-            with self.qm.unit_of_work() as uow:
-                self._refreshed = time.monotonic()
-                batch = Batch(self, uow, self.router.state_in(uow), now_ms())
-                results = [job(batch) for job in jobs]
-                batch.write()
+                batch.commit()
             return batch, results
         except BaseException:
             if batch is not None:
                 batch.undo()
             raise
+
+    def _current(self, jobs: list[Job]) -> BrokerState | None:
+        """The in-memory state, if the jobs are all :class:`Deferred` and it is current: as of
+        a version check made now (after the jobs came, so that whatever their clients were
+        told had committed before they sent them is in it), or fresher than
+        ``FRESH_SECONDS`` for ``memory`` jobs alone; None otherwise."""
+        state = self.router.state
+        deferred = [job for job in jobs if isinstance(job, Deferred)]
+        if state is None or len(deferred) < len(jobs):
+            return None
+        now = time.monotonic()
+        if now - self._refreshed < FRESH_SECONDS and all(job.memory for job in deferred):
+            return state
+        with self.qm.reading() as conn:
+            if current_version(conn) != self.router.store.version:
+                return None
+        self._refreshed = now
+        return state
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -593,7 +650,7 @@ class Gateway:
                 routed.append(ok)
             return routed
 
-        return MemoryJob(job) if not any(publish.qos for publish in publishes) else job
+        return Deferred(job, memory=not any(publish.qos for publish in publishes))
 
     def subscribe(
         self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
@@ -612,7 +669,7 @@ class Gateway:
                     codes.append(qos)
                     granted.append((text, qos))
             sessions.grant(batch.uow.connection, client_id, granted)
-            sessions.count_refused(batch.uow.connection, client_id, codes.count(SUBACK_FAILURE))
+            sessions.count_refused(batch.uow.connection, {client_id: codes.count(SUBACK_FAILURE)})
             if (outlet := self.outlets.get(queue_name)) is not None:
                 outlet.grant(granted)
             return codes
@@ -635,7 +692,7 @@ class Gateway:
     def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
         """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message)."""
         pairs = [(client_id, packet_id) for packet_id in packet_ids]
-        return lambda batch: batch.forgotten.extend(pairs)
+        return Deferred(lambda batch: batch.forgotten.extend(pairs))
 
     def acknowledged(self, client_id: str, packet_ids: Sequence[int], *, received: bool) -> Job:
         """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs mark them
@@ -656,7 +713,7 @@ class Gateway:
                 for packet_id in packet_ids:
                     outlet.window.free(packet_id)
 
-        return job
+        return Deferred(job)
 
     def _inflight(self, batch: Batch, client_id: str, key: bytes) -> Inflight:
         """The session's index, loaded if it is not (after the batch's writes so far, which may

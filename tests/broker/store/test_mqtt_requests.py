@@ -85,8 +85,8 @@ def test_delete_session_waits_for_a_listener_and_is_withdrawn_without_one(qm: Qu
 def test_refusals_are_counted_per_session(qm: QueueManager) -> None:
     save(qm, "sensor")
     with qm.unit_of_work() as uow:
-        mqtt.count_refused(uow.connection, "sensor", 2)
-        mqtt.count_refused(uow.connection, "sensor", 0)
-        mqtt.count_refused(uow.connection, "sensor", 1)
+        mqtt.count_refused(uow.connection, {"sensor": 2})
+        mqtt.count_refused(uow.connection, {"sensor": 0, "unknown": 5})
+        mqtt.count_refused(uow.connection, {"sensor": 1})
     with qm.reading() as conn:
         assert [s.refused for s in mqtt.list_sessions(conn)] == [3]

@@ -9,16 +9,22 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from broker.core.system import CONTROL_QUEUE
+from broker.protocol import rfh2
 from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt.gateway import Gateway
 from broker.service.provision import ensure_system_queues
+from broker.service.router import RoutingService
 from broker.store import mqtt as sessions
 from queues import QueueManager
-from tests.statements import recorded
+from tests.broker.core.builders import message, msg_id, psc_text
+from tests.statements import exchanges, recorded
 
 USER = "alice"
+# A batch's writes: the QoS 2 id recorded, the acknowledged run deleted, the new run stored.
+WRITES = ["INSERT INTO", "DELETE FROM", "INSERT INTO"]
 
 
 class Client:
@@ -130,5 +136,67 @@ def test_a_client_behind_gets_its_queue_first_and_the_window_bounds_what_goes_st
             assert [p.payload for p in sub.received][3:] == [b"live1", b"live2", b"after"]
             assert len({p.packet_id for p in sub.received[3:]}) == 3
             assert qm.depth(sub.queue) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_publication_is_routed_against_what_another_process_registered_before_it_came(
+    qm: QueueManager,
+) -> None:
+    """A batch of publications routes against the in-memory state without a transaction first,
+    once a version check made after they came shows it current: a subscription that another
+    process (here the routing loop) has committed, and answered, before the publication was
+    put is in it."""
+    routing = RoutingService(qm, Settings())
+    routing.prepare()
+    qm.define_queue("SUB")
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            await publish(gateway, Publish("t/a", b"before", qos=1, packet_id=1))  # the state loaded
+            qm.put(
+                CONTROL_QUEUE,
+                message(psc_text("RegSub", "t/#", QName="SUB"), msg_id=msg_id(1), reply_to_q=""),
+            )
+            routing.run_once()
+            for packet_id, qos in ((2, 1), (3, 2)):
+                after = Publish("t/a", f"after at {qos}".encode(), qos=qos, packet_id=packet_id)
+                await publish(gateway, after)
+
+    asyncio.run(scenario())
+    taken = [qm.get("SUB") for _ in range(qm.depth("SUB"))]
+    payloads = [rfh2.decode(m.body, m.encoding, m.format).payload for m in taken]
+    assert payloads == [b"after at 1", b"after at 2"]
+
+
+def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_before_its_writes(
+    qm: QueueManager,
+) -> None:
+    """Its only reads are the version check, made outside any transaction; its writes (the
+    outbound run stored, the acknowledged one deleted, the QoS 2 id recorded) follow in one
+    unit of work: on PostgreSQL, one exchange with the server for them and the COMMIT."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            sub = Client(gateway, "sub")
+            await sub.open()
+            await sub.subscribe("t", 1)
+            await publish(gateway, Publish("t", b"warm-up", qos=1, packet_id=1))
+            acknowledgement = gateway.acknowledged("sub", [sub.received[0].packet_id or 0], received=False)
+            with recorded(qm.engine) as statements, exchanges(qm.engine) as sent:
+                gateway.post(acknowledgement)  # waits for the publication's batch, which commits
+                await gateway.submit(gateway.publish("pub", [Publish("t", b"one", qos=2, packet_id=2)], USER))
+            if qm.engine.dialect.name == "postgresql":
+                assert [s.split()[0] for s in statements] == ["SELECT"]  # the version (in psb_meta)
+                check, writes = sent  # two exchanges: the check (prepared by now, or not yet), the writes
+                assert check in ([], ["SELECT"])
+                assert writes == ["BEGIN", "INSERT", "DELETE", "INSERT", "COMMIT"]
+            else:
+                words = [" ".join(s.split()[:2]) for s in statements]
+                assert words == ["BEGIN DEFERRED", "SELECT psb_meta.version", "BEGIN IMMEDIATE", *WRITES]
+            assert [p.payload for p in sub.received] == [b"warm-up", b"one"]
+            with qm.reading() as conn:
+                assert [r.payload for r in sessions.unacknowledged(conn, "sub")] == [b"one"]
+                assert sessions.awaiting_release(conn, "pub") == [2]
 
     asyncio.run(scenario())
