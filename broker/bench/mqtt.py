@@ -22,6 +22,9 @@ each delivery's receive time minus the send time carried in its payload (one mac
 Idle connections: ``--idle`` connections CONNECT with keepalive 60 and stay silent; the server's
 resident set (VmRSS of its process and its children) before and after, per connection.
 
+The servers run side by side and take turns (:func:`measure`): every server's runs of one
+kind come within a minute or so of each other, whatever the machine does over the whole run.
+
 The load generator (``broker.bench.mqtt_load``) is asyncio on the broker's own codec, in
 ``--processes`` publisher and as many subscriber processes; its CPU per message is printed, and
 the rate it reaches against Mosquitto with one process against ``--processes`` shows whether it,
@@ -43,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -421,19 +424,30 @@ def idle(server: Server, count: int) -> Idle:
     return Idle(server.name, count, before, after)
 
 
-def measure(server: Server, load: Workload) -> dict[str, Any]:
-    """Every figure of one server: idle connections first, on a server that has seen no load.
-    Each QoS runs ``load.repeat`` times: on a shared machine the fastest run is the one least
-    disturbed by others, and a delivery missed in any run is still reported."""
-    return {
-        "server": server.name,
-        "idle": idle(server, load.idle),
-        "scale": connection_scale(server, load.connections) if load.connections else None,
-        "throughput": [
-            [throughput(server, qos, load, load.processes) for _ in range(load.repeat)] for qos in QOS_LEVELS
-        ],
-        "latency": latency(server, load, load.processes),
-    }
+def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
+    """Every figure of each server, the servers taking turns: first each one's idle connections
+    (on a server that has carried no traffic) and connection scale, then round after round of
+    throughput runs (per QoS, ``load.repeat`` rounds, each server once a round), then each one's
+    latency. The machine moves during a benchmark of many minutes (other work, heat, the
+    database's files); taking turns puts every server's runs of one kind within a minute of each
+    other, so the ratios compare like with like. On a shared machine the fastest run is the one
+    least disturbed by others, and a delivery missed in any run is still reported."""
+    results: list[dict[str, Any]] = [
+        {
+            "server": server.name,
+            "idle": idle(server, load.idle),
+            "scale": connection_scale(server, load.connections) if load.connections else None,
+            "throughput": [[] for _ in QOS_LEVELS],
+        }
+        for server in servers
+    ]
+    for index, qos in enumerate(QOS_LEVELS):
+        for _ in range(load.repeat):
+            for server, result in zip(servers, results, strict=True):
+                result["throughput"][index].append(throughput(server, qos, load, load.processes))
+    for server, result in zip(servers, results, strict=True):
+        result["latency"] = latency(server, load, load.processes)
+    return results
 
 
 def connection_scale(server: Server, count: int) -> mqtt_scale.Scale:
@@ -468,15 +482,14 @@ def run(
     }
     if load.connections:
         mqtt_scale.raise_file_limit(load.connections + 256)  # the servers started here inherit it
-    with mosquitto() as anchor:
-        results["servers"].append(measure(anchor, load))
-    if target != "broker":
-        with mosquitto("mosquitto (target)") as server:
-            results["servers"].append(measure(server, load))
-    for kind in databases if target == "broker" else ():
-        for processes in load.mqtt_processes:
-            with broker(kind, pg_url, processes) as server:
-                results["servers"].append(measure(server, load))
+    with ExitStack() as running_servers:
+        servers = [running_servers.enter_context(mosquitto())]
+        if target != "broker":
+            servers.append(running_servers.enter_context(mosquitto("mosquitto (target)")))
+        for kind in databases if target == "broker" else ():
+            for processes in load.mqtt_processes:
+                servers.append(running_servers.enter_context(broker(kind, pg_url, processes)))
+        results["servers"] = measure(servers, load)
     results["headroom"] = headroom(load)
     return results
 

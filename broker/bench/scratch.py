@@ -4,6 +4,7 @@ touches real data."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+_SERIALS = itertools.count()
 
 
 def libpq(url: str) -> str:
@@ -28,7 +30,7 @@ def scratch_database(kind: str, pg_url: str = DEFAULT_PG_URL, label: str = "benc
         with tempfile.TemporaryDirectory(prefix=f"broker-{label}-") as directory:
             yield f"sqlite:///{Path(directory) / 'bench.db'}"
         return
-    name = f"broker_{label}_{os.getpid()}"
+    name = f"broker_{label}_{os.getpid()}_{next(_SERIALS)}"  # several may be in use at once
     admin = libpq(pg_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
+from typing import Any
 
 from broker.bench import mqtt as mqtt_bench
 from broker.bench.mqtt import SUBSCRIBERS, Workload
@@ -62,3 +64,33 @@ def test_deliveries_a_server_drops_are_reported_missing() -> None:
     assert row.expected == row.publications * SUBSCRIBERS > 0
     assert row.missing > 0
     assert row.distinct + row.missing == row.expected
+
+
+def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_time(monkeypatch) -> None:
+    """Idle memory first on every server (before any traffic), then the throughput runs round
+    by round with each server once a round, then the latencies."""
+    calls: list[tuple[str, str, int]] = []
+
+    def record(kind: str) -> Any:
+        def call(server: Any, *args: Any) -> str:
+            qos = args[0] if kind == "throughput" else -1
+            calls.append((kind, server.name, qos))
+            return kind
+
+        return call
+
+    for kind in ("idle", "throughput", "latency"):
+        monkeypatch.setattr(mqtt_bench, kind, record(kind))
+    servers: Any = [SimpleNamespace(name="anchor"), SimpleNamespace(name="target")]
+    results = mqtt_bench.measure(servers, Workload(repeat=2))
+    names = ("anchor", "target")
+    rounds = [("throughput", name, qos) for qos in (0, 1, 2) for _ in range(2) for name in names]
+    assert calls == [
+        ("idle", "anchor", -1),
+        ("idle", "target", -1),
+        *rounds,
+        ("latency", "anchor", -1),
+        ("latency", "target", -1),
+    ]
+    assert [r["server"] for r in results] == ["anchor", "target"]
+    assert all(r["throughput"] == [["throughput"] * 2] * 3 for r in results)
