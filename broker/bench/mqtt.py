@@ -425,28 +425,27 @@ def idle(server: Server, count: int) -> Idle:
 
 
 def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
-    """Every figure of each server, the servers taking turns: first each one's idle connections
-    (on a server that has carried no traffic) and connection scale, then round after round of
-    throughput runs (per QoS, ``load.repeat`` rounds, each server once a round), then each one's
-    latency. The machine moves during a benchmark of many minutes (other work, heat, the
-    database's files); taking turns puts every server's runs of one kind within a minute of each
-    other, so the ratios compare like with like. On a shared machine the fastest run is the one
-    least disturbed by others, and a delivery missed in any run is still reported."""
+    """Every figure of each server, the servers taking turns: each one's idle connections (on a
+    server that has carried no traffic), then each one's latency, then each one's connection
+    scale, then round after round of throughput runs (per QoS, ``load.repeat`` rounds, each
+    server once a round). The machine moves during a benchmark of many minutes (other work,
+    heat, a database writing back what a flood left); taking turns puts every server's runs of
+    one kind within a minute or so of each other, so the ratios compare like with like, and the
+    latency at a steady rate is measured before any flood, whose write-back would land on
+    whichever server came next. On a shared machine the fastest run is the one least disturbed
+    by others, and a delivery missed in any run is still reported."""
     results: list[dict[str, Any]] = [
-        {
-            "server": server.name,
-            "idle": idle(server, load.idle),
-            "scale": connection_scale(server, load.connections) if load.connections else None,
-            "throughput": [[] for _ in QOS_LEVELS],
-        }
-        for server in servers
+        {"server": server.name, "idle": idle(server, load.idle)} for server in servers
     ]
+    for server, result in zip(servers, results, strict=True):
+        result["latency"] = latency(server, load, load.processes)
+    for server, result in zip(servers, results, strict=True):
+        result["scale"] = connection_scale(server, load.connections) if load.connections else None
+        result["throughput"] = [[] for _ in QOS_LEVELS]
     for index, qos in enumerate(QOS_LEVELS):
         for _ in range(load.repeat):
             for server, result in zip(servers, results, strict=True):
                 result["throughput"][index].append(throughput(server, qos, load, load.processes))
-    for server, result in zip(servers, results, strict=True):
-        result["latency"] = latency(server, load, load.processes)
     return results
 
 

@@ -26,6 +26,7 @@ from typing import Any, cast
 from sqlalchemy import (
     Connection,
     Delete,
+    Engine,
     Insert,
     Table,
     Update,
@@ -509,6 +510,18 @@ def _run_update(dialect: str) -> Update:
 def delete_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
     """Delete runs whose every message is acknowledged for good."""
     _delete_pairs(conn, mqtt_outbound_runs, "seq", [(run.key, run.seq) for run in runs])
+
+
+def vacuum(engine: Engine) -> None:
+    """PostgreSQL: VACUUM the tables every batch churns (outbound runs stored and deleted,
+    QoS 2 ids recorded and forgotten), so that the space of their deleted rows is used again.
+    At 1,000 QoS 1 publications/s to ten subscribers, ten thousand runs come and go a second;
+    left to autovacuum (which looks at a database once a minute, and never when it is off) the
+    table grows by hundreds of megabytes, past the server's shared buffers, and every batch
+    waits on its writes to disk. A few live rows and a second's dead ones take milliseconds.
+    (SQLite reuses the pages of deleted rows by itself.)"""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f"VACUUM {mqtt_outbound_runs.name}, {mqtt_inbound.name}")
 
 
 def _insert_rows(

@@ -584,6 +584,8 @@ class MqttListener:
         chores = [housekeeping.honour_requests(self)]
         if self.primary:
             chores += [housekeeping.keep(self), systopics.publish(self)]
+            if self.qm.engine.dialect.name == "postgresql":
+                chores.append(housekeeping.vacuum(self))
             if self.shared:
                 chores.append(housekeeping.release_dead_holders(self))
             chores += [Bridge(self, c).run() for c in bridging.load(self.settings.mqtt_bridges)]

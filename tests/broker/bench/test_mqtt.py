@@ -67,8 +67,8 @@ def test_deliveries_a_server_drops_are_reported_missing() -> None:
 
 
 def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_time(monkeypatch) -> None:
-    """Idle memory first on every server (before any traffic), then the throughput runs round
-    by round with each server once a round, then the latencies."""
+    """Idle memory first on every server (before any traffic), then the latencies (before any
+    flood), then the throughput runs round by round with each server once a round."""
     calls: list[tuple[str, str, int]] = []
 
     def record(kind: str) -> Any:
@@ -88,9 +88,9 @@ def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_ti
     assert calls == [
         ("idle", "anchor", -1),
         ("idle", "target", -1),
-        *rounds,
         ("latency", "anchor", -1),
         ("latency", "target", -1),
+        *rounds,
     ]
     assert [r["server"] for r in results] == ["anchor", "target"]
     assert all(r["throughput"] == [["throughput"] * 2] * 3 for r in results)

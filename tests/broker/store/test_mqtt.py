@@ -208,3 +208,35 @@ def test_keyed_deletions_and_updates_are_never_prepared_on_postgresql(postgres: 
 
 
 _RUNS_AND_IDS = ("psb_mqtt_outbound_runs", "psb_mqtt_inbound")
+
+
+def test_vacuum_lets_the_churned_tables_use_the_space_of_their_deleted_rows_again(
+    postgres: PostgresDatabases,
+) -> None:
+    """Runs stored and deleted, then as many again: with a VACUUM between, the second lot
+    takes the first lot's pages and the table does not grow; without one it doubles."""
+    url = postgres.create()
+    engine = make_engine(url)
+
+    def churn(first: int) -> int:
+        with engine.begin() as conn:
+            runs = [run("phone", seq, (1, "a" * 200)) for seq in range(first, first + 2000)]
+            mqtt.store_runs(conn, runs)
+            mqtt.delete_runs(conn, runs)
+            mqtt.record_received(conn, [("phone", n) for n in range(first, first + 2000)])
+            mqtt.forget_received(conn, [("phone", n) for n in range(first, first + 2000)])
+        with engine.connect() as conn:
+            sizes = [text(f"SELECT pg_relation_size('{table}')") for table in _RUNS_AND_IDS]
+            return sum(conn.execute(size).scalar_one() for size in sizes)
+
+    try:
+        migrations.upgrade(engine)
+        once = churn(1)
+        assert churn(10_000) >= 1.8 * once  # no VACUUM between: new pages
+        mqtt.vacuum(engine)
+        settled = churn(20_000)
+        mqtt.vacuum(engine)
+        assert churn(30_000) == settled  # the pages of the lot before, used again
+    finally:
+        engine.dispose()
+        postgres.drop(url)

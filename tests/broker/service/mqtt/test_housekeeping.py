@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from broker.service.mqtt.housekeeping import period
 from broker.store import mqtt as sessions
 from tests.broker.cli.test_tokens import run
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, eventually
+from tests.conftest import PostgresDatabases
 from tests.e2e.processes import Brokers
 
 
@@ -86,3 +89,26 @@ def left(broker: MqttBroker, client_id: str, topic: str) -> None:
 def _stored(broker: MqttBroker, client_id: str) -> sessions.StoredSession | None:
     with broker.qm.reading() as conn:
         return next((s for s in sessions.list_sessions(conn) if s.client_id == client_id), None)
+
+
+def test_on_postgresql_the_tables_every_batch_churns_are_vacuumed_every_second(
+    postgres: PostgresDatabases, tmp_path: Path
+) -> None:
+    url = postgres.create()
+    brokers = Brokers(url, tmp_path)
+    try:
+        broker = MqttBroker(brokers)
+
+        def vacuumed() -> dict[str, int]:
+            with broker.qm.engine.connect() as conn:
+                statistics = "SELECT relname, vacuum_count FROM pg_stat_user_tables"
+                rows = conn.execute(text(f"{statistics} WHERE relname LIKE 'psb_mqtt_%'"))
+                return {row.relname: row.vacuum_count for row in rows}
+
+        assert eventually(lambda: vacuumed()["psb_mqtt_outbound_runs"] >= 2, timeout=15)
+        counts = vacuumed()
+        assert counts["psb_mqtt_inbound"] >= 1
+        assert counts["psb_mqtt_sessions"] == 0  # only the tables every batch churns
+    finally:
+        brokers.close()
+        postgres.drop(url)
