@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import secrets
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,15 +23,13 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from admin_api.schema import api_audit, api_tokens
+from broker.core.authority import check_principal
 from queues.errors import MQError
 from queues.ids import now_ms
-from queues.message import USER_ID_LENGTH
 from queues.reasons import Reason
 
 SECRET_PREFIX = "mqa_"
 PREFIX_LENGTH = 12
-# The principal becomes the MQMD UserIdentifier of commands sent on the token's behalf.
-_PRINCIPAL = re.compile(rf"[!-~]{{1,{USER_ID_LENGTH}}}")
 MAX_SUMMARY_CHARS = 8192
 
 
@@ -103,15 +100,6 @@ def check_role(role: str) -> Role:
         raise AccountError(f"role {role!r} is not one of {', '.join(Role)}") from None
 
 
-def check_principal(principal: str) -> str:
-    if _PRINCIPAL.fullmatch(principal) is None:
-        raise AccountError(
-            f"principal {principal!r} must be 1 to {USER_ID_LENGTH} printable ASCII characters without"
-            " blanks: it is sent as the MQMD UserIdentifier"
-        )
-    return principal
-
-
 def secret_hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
@@ -145,6 +133,12 @@ def authenticate(conn: Connection, secret: str) -> Token | None:
             api_tokens.c.secret_hash == secret_hash(secret), api_tokens.c.revoked_at.is_(None)
         )
     ).first()
+    return None if row is None else _token(row)
+
+
+def find_token(conn: Connection, secret: str) -> Token | None:
+    """The token with this secret, live or revoked; None if no token ever had it."""
+    row = conn.execute(select(api_tokens).where(api_tokens.c.secret_hash == secret_hash(secret))).first()
     return None if row is None else _token(row)
 
 

@@ -41,8 +41,11 @@ from admin_api.routers import (
     tokens,
 )
 from admin_api.services import Services
+from admin_api.signins import Signins
+from admin_api.transport_security import StrictTransport
 from broker.client import DEFAULT_TIMEOUT
 from broker.service.config import Settings
+from broker.service.health import Health
 from broker.service.metrics import BrokerMetrics
 from queues import QueueManager
 from queues.ids import now_ms
@@ -53,10 +56,11 @@ DESCRIPTION = """\
 Administer a WebSphere MQ-compatible publish/subscribe broker: queues and their messages, the
 dead-letter queue, subscriptions, retained publications, ACL rules, status and metrics.
 
-Every endpoint except `/health` and `/ready` needs `Authorization: Bearer <token>`; create the
-first token with `broker token create --role admin`. Roles: **viewer** reads; **operator** also
-puts, purges, defines, alters and deletes queues, manages subscriptions and retained publications
-and retries dead letters; **admin** also manages ACL rules, groups, tokens and reads the audit log.
+Every endpoint except `/health`, `/ready` and this description (`/openapi.json`, `/docs`) needs
+`Authorization: Bearer <token>`; create the first token with `broker token create --role admin`.
+Roles: **viewer** reads; **operator** also puts, purges, defines, alters and deletes queues,
+manages subscriptions and retained publications and retries dead letters; **admin** also manages
+ACL rules, groups, tokens and reads the audit log.
 
 Errors are RFC 9457 problems (`application/problem+json`) with the MQ reason name and number
 when there is one.
@@ -75,6 +79,9 @@ def create_app(
 ) -> FastAPI:
     """The API over ``qm``'s database; ``metrics`` is the router's when both share the process."""
     commands = BrokerCommands(qm, command_timeout)
+    signins = Signins(qm, settings)
+    registry = prometheus.registry(qm, metrics)
+    registry.register(signins.registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -96,12 +103,15 @@ def create_app(
         commands=commands,
         started_at=started_at if started_at is not None else now_ms(),
         schema_head=migrations.head(),
-        registry=prometheus.registry(qm, metrics),
+        registry=registry,
+        health=metrics.health if metrics is not None else Health(),
+        signins=signins,
     )
     problems.install(app)
     app.add_middleware(AuditLog)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     object_names.install(app)
+    app.add_middleware(StrictTransport)
     for module in ROUTERS:
         app.include_router(module.router)
     console.install(app)
@@ -111,9 +121,9 @@ def create_app(
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document, completed with the problems every operation can answer with, so no
-    router has to remember them: 413 for a body over the limit (whatever the method), 401 and
-    403 where a token is needed, 400 where a JSON body is read, 422 as a problem (FastAPI
-    documents its own error shape), 503 for the database."""
+    router has to remember them: 413 for a body over the limit (whatever the method), 401, 403
+    and 429 (the sign-in throttle) where a token is needed, 400 where a JSON body is read, 422
+    as a problem (FastAPI documents its own error shape), 503 for the database."""
     if app.openapi_schema is None:
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
@@ -133,7 +143,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 
 _PROBLEMS = {
-    str(status): entry for status, entry in problems.responses(400, 401, 403, 404, 409, 413, 422, 503).items()
+    str(status): entry
+    for status, entry in problems.responses(400, 401, 403, 404, 409, 413, 422, 429, 503).items()
 }
 
 
@@ -146,7 +157,7 @@ def _problems_of(path: str, operation: dict[str, Any]) -> dict[str, Any]:
     if "{" in path:
         statuses += ["404"]
     if "security" in operation:
-        statuses += ["401", "403"]
+        statuses += ["401", "403", "429"]
     if "requestBody" in operation:
         statuses += ["400"]
     return {status: _PROBLEMS[status] for status in statuses}

@@ -3,8 +3,9 @@
 A change is any request other than GET, HEAD or OPTIONS made with a valid token,
 whatever its outcome: a refused change (403, 409, 422...) is recorded too, since
 an administrator reading the log wants the attempts as much as the successes.
-Requests without a valid token are not recorded (they are not anyone's doing,
-and recording them would let anyone fill the table).
+A request with a bad token, whatever its method, is recorded as a failed sign-in
+(``admin_api.signins``, :func:`record_failed_sign_in`); one refused by the sign-in
+throttle is not, so nobody can fill the table, and one with no token at all is not.
 
 The entry is written before the last byte of the response is sent, so a client
 that has its answer can already read the entry. Handlers describe what they
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from admin_api import accounts
 from admin_api.accounts import Token
 from admin_api.object_names import SLASH_IN_NAME
+from queues import QueueManager
 
 log = logging.getLogger("admin_api.audit")
 
@@ -70,9 +72,7 @@ class AuditLog:
         token: Token | None = state.get("token")
         if token is None:
             return
-        path: str = scope["path"].replace(SLASH_IN_NAME, "%2F")  # as the client encoded it
-        # the route's template, as the OpenAPI document writes it ("{name}", not "{name:name}")
-        resource = re.sub(r"{(\w+):\w+}", r"{\1}", getattr(scope.get("route"), "path", path))
+        path, resource = where(scope)
         summary = {**scope.get("path_params", {}), **(state.get("audit") or {})}
         qm = scope["app"].state.services.qm
 
@@ -96,3 +96,29 @@ class AuditLog:
                 "audit entry not written",
                 extra={"method": scope["method"], "path": path, "status": status},
             )
+
+
+def where(scope: Scope) -> tuple[str, str]:
+    """The request's path as the client encoded it, and its route's template as the OpenAPI
+    document writes it ("{name}", not "{name:name}")."""
+    path: str = scope["path"].replace(SLASH_IN_NAME, "%2F")
+    return path, re.sub(r"{(\w+):\w+}", r"{\1}", getattr(scope.get("route"), "path", path))
+
+
+def record_failed_sign_in(
+    qm: QueueManager, scope: Scope, token: Token | None, summary: dict[str, Any], status: int
+) -> None:
+    """A failed sign-in's entry: nobody's, or the revoked ``token``'s that was shown (never the
+    secret). Written at once, from the worker thread checking the token."""
+    path, resource = where(scope)
+    with qm.unit_of_work() as uow:
+        accounts.record(
+            uow.connection,
+            token_id=None if token is None else token.token_id,
+            principal="" if token is None else token.principal,
+            method=scope["method"],
+            path=path,
+            resource=resource,
+            summary=summary,
+            status=status,
+        )

@@ -29,8 +29,10 @@ from broker.core.system import QueueProblem
 from broker.core.topics import check_subscribe_topic
 from broker.protocol.options import RegOpt
 from broker.protocol.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
+from broker.service.health import Outage, TaskReport
 from queues.definition import DEFINITION_TYPES, INDEX_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
 from queues.message import FORMAT_LENGTH, USER_ID_LENGTH
+from queues.names import NAME_PATTERN
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_LIMIT = 1000
@@ -42,7 +44,8 @@ MAX_TEXT_LENGTH = 10240  # MQ_SUB_NAME_LENGTH, MQ_USER_DATA_LENGTH
 
 # Characters XML 1.0 (and so a <psc> folder) can carry; also keeps NUL away from PostgreSQL.
 XML_TEXT = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]*$"
-QUEUE_NAME = r"^[A-Za-z0-9._/%]{1,48}$"
+QUEUE_NAME = NAME_PATTERN
+QUEUE_NAME_OR_NONE = f"^$|{NAME_PATTERN}"
 QUEUE_PATTERN = r"^[A-Za-z0-9._/%*?]{1,48}$"
 USER_ID = rf"^[!-~]{{1,{USER_ID_LENGTH}}}$"
 PRINCIPAL = r"^[!-~]{1,64}$"
@@ -67,7 +70,6 @@ Topic = Annotated[
 ]
 SubPoint = Annotated[str, StringConstraints(max_length=MAX_SUB_POINT_LENGTH, pattern=XML_TEXT)]
 UserId = Annotated[str, StringConstraints(pattern=USER_ID), Field(examples=["alice"])]
-Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL), Field(examples=["alice"])]
 HexId = Annotated[str, StringConstraints(pattern=HEX_ID), Field(examples=["414d5120514d31"])]
 BoundedText = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=XML_TEXT)]
 
@@ -187,13 +189,45 @@ class QueueProblemOut(BaseModel):
         return cls.model_validate(problem.fields())
 
 
+class DatabaseOutageOut(BaseModel):
+    """The database cannot be used now: the process's background work waits for it."""
+
+    error: str = Field(description="the last error met")
+    since: float | None = Field(
+        None, description="seconds since the epoch; null when only this request found it unavailable"
+    )
+    tasks: list[str] = Field(description="the background tasks of this process waiting for it")
+
+    @classmethod
+    def of(cls, outage: Outage) -> DatabaseOutageOut:
+        return cls(error=outage.error, since=outage.since, tasks=list(outage.tasks))
+
+
+class TaskOut(BaseModel):
+    """A supervised background task of this process (the routing loop, the MQTT gateway...)."""
+
+    name: str
+    state: Literal["running", "waiting for the database", "failing"]
+    alive: bool = Field(description="false: its thread or task has ended, so the process is not ready")
+    failures: int = Field(description="failures in a row for a reason other than the database")
+
+    @classmethod
+    def of(cls, task: TaskReport) -> TaskOut:
+        return cls.model_validate(
+            {"name": task.name, "state": task.state, "alive": task.alive, "failures": task.failures}
+        )
+
+
 class Readiness(BaseModel):
     status: Literal["ready", "degraded"] = Field(
-        description="degraded: this API serves, but some of the broker's own queues cannot be used"
-        " (see problems); the broker routes the rest meanwhile"
+        description="degraded: this process serves, but the database is unavailable (its work waits"
+        " and resumes when it answers) or some of the broker's own queues cannot be used (the broker"
+        " routes the rest meanwhile): see database and problems"
     )
-    revision: str
+    revision: str | None = Field(description="the database schema's; null while the database is unavailable")
     problems: list[QueueProblemOut]
+    database: DatabaseOutageOut | None = Field(None, description="set while the database is unavailable")
+    tasks: list[TaskOut] = Field(default_factory=list, description="this process's background tasks")
 
 
 # -- queues ------------------------------------------------------------------------------------
@@ -210,7 +244,7 @@ class QueueAttributes(Strict):
     max_depth: int | None = Field(None, ge=0, le=MAX_MAX_DEPTH)
     max_msg_length: int | None = Field(None, ge=0, le=MAX_MAX_MSG_LENGTH)
     backout_threshold: int | None = Field(None, ge=0, le=MAX_MAX_DEPTH)
-    backout_requeue_q: str | None = Field(None, pattern=r"^[A-Za-z0-9._/%]{0,48}$")
+    backout_requeue_q: str | None = Field(None, pattern=QUEUE_NAME_OR_NONE)
     def_priority: int | None = Field(None, ge=0, le=9)
     def_persistence: int | None = Field(None, ge=0, le=1)
     put_enabled: Flag | None = None
@@ -341,8 +375,8 @@ class MessageIn(Strict):
     report: Int32 = 0
     encoding: Int32 = 546
     ccsid: int = Field(1208, ge=1, le=65535)
-    reply_to_q: str = Field("", pattern=r"^[A-Za-z0-9._/%]{0,48}$")
-    reply_to_qmgr: str = Field("", pattern=r"^[A-Za-z0-9._/%]{0,48}$")
+    reply_to_q: str = Field("", pattern=QUEUE_NAME_OR_NONE)
+    reply_to_qmgr: str = Field("", pattern=QUEUE_NAME_OR_NONE)
     user_id: UserId | None = Field(None, description="default: the token's principal")
 
     @model_validator(mode="after")
@@ -509,6 +543,7 @@ class Registered(BaseModel):
 
 class MqttSession(BaseModel):
     """An MQTT client's stored session (``since``: when it last connected, epoch ms;
+    ``node``: the node of the MQTT cluster its client is connected to, "" when offline;
     ``offline_since``: when its client went, 0 while connected; ``dropped``: messages
     dropped from its queue over the ``mqtt_max_queued`` limit; ``refused``: its client's
     publications and subscriptions the broker's authority refused)."""
@@ -520,12 +555,28 @@ class MqttSession(BaseModel):
     protocol_version: str
     clean_session: bool
     connected: bool
+    node: str
     in_flight: int
     queued: int
     queue: str
     offline_since: int
     dropped: int
     refused: int
+
+
+class MqttNode(BaseModel):
+    """A node of the MQTT cluster (a ``broker serve --mqtt``, one per machine): ``state`` is
+    ``alive``, ``silent`` (no heartbeat for ``node_timeout`` by this server's clock, not yet
+    declared dead) or ``dead`` (declared dead, its sessions released); ``clients``: connected
+    at its last heartbeat; ``processes``: its live listener processes; times in epoch ms."""
+
+    name: str
+    state: Literal["alive", "silent", "dead"]
+    clients: int
+    processes: int
+    last_heartbeat: int
+    started_at: int
+    address: str
 
 
 class RetainedSummary(BaseModel):
@@ -565,7 +616,7 @@ class RuleIn(Strict):
         },
     )
 
-    principal: Principal
+    principal: UserId = Field(description="a user or group name: at most 12 characters, as a UserIdentifier")
     kind: Literal["user", "group"] = "user"
     topic: Topic
     permission: Literal["publish", "subscribe"]

@@ -221,6 +221,8 @@ _DESCRIPTIONS = {
     "reason says which",
     413: "The request body is larger than the API takes",
     422: "The request does not match its schema; the field errors say where",
+    429: "Too many unknown or revoked tokens from this address or with this token: the sign-in "
+    "throttle refuses it unchecked until the Retry-After header's seconds have passed",
     503: "The database is unreachable, or no broker (or MQTT listener) is serving the request",
 }
 

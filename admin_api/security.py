@@ -6,7 +6,8 @@ retries dead letters; an admin also manages ACL rules, groups, tokens and reads
 the audit log. The token is looked up on every request (one indexed query), so
 a revocation takes effect at once in every API process.
 
-The authenticated token is left on ``request.state.token`` for the audit log.
+The authenticated token is left on ``request.state.token`` for the audit log. Tokens are
+checked under the sign-in throttle (``admin_api.signins``): 429 while it refuses the caller.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from admin_api import accounts
 from admin_api.accounts import Role, Token
 from admin_api.problems import ApiProblem
 from admin_api.services import Svc
+from admin_api.signins import BEARER, Throttled
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -33,6 +34,12 @@ def _unauthorized(detail: str) -> ApiProblem:
     return ApiProblem(401, "unauthorized", "Authentication required", detail, headers=_CHALLENGE)
 
 
+def _throttled(exc: Throttled) -> ApiProblem:
+    return ApiProblem(
+        429, "throttled", "Too many failed sign-ins", str(exc), headers={"Retry-After": str(exc.seconds)}
+    )
+
+
 def authenticated(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -40,8 +47,10 @@ def authenticated(
 ) -> Token:
     if credentials is None:
         raise _unauthorized("send 'Authorization: Bearer <token>'")
-    with svc.qm.reading() as conn:
-        token = accounts.authenticate(conn, credentials.credentials)
+    try:
+        token = svc.signins.check(request, credentials.credentials, BEARER)
+    except Throttled as exc:
+        raise _throttled(exc) from None
     if token is None:
         raise _unauthorized("the token is unknown or revoked")
     request.state.token = token

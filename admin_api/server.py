@@ -10,7 +10,7 @@ the process never serves an API in front of a dead broker.
 
 from __future__ import annotations
 
-import os
+import logging
 import socket
 import ssl
 import threading
@@ -19,9 +19,11 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
-from broker.service.config import ConfigError
+from broker.service.listening import cannot_listen
 from broker.service.router import RoutingService
 from broker.service.signals import on_stop_signals
+
+log = logging.getLogger("admin_api")
 
 ROUTER_JOIN_SECONDS = 60.0
 
@@ -71,28 +73,33 @@ def listening_socket(host: str, port: int) -> socket.socket:
             raise
         return sock
     except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc} "
-            "(the api_host and api_port settings, "
-            "--host and --port)"
+        raise cannot_listen(
+            f"{host}:{port}", exc, "the api_host and api_port settings, --host and --port"
         ) from None
+
+
+def _base_url(sock: socket.socket, tls: ssl.SSLContext | None) -> str:
+    """``http(s)://host:port`` of the listening ``sock`` (its port the one the kernel gave)."""
+    host, port = sock.getsockname()[:2]
+    return f"{'https' if tls is not None else 'http'}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def serve(
     app: FastAPI,
-    host: str,
-    port: int,
+    sock: socket.socket,
     *,
     router: RoutingService | None = None,
     tls: ssl.SSLContext | None = None,
 ) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT (and run ``router`` meanwhile, if given); over HTTPS
-    with ``tls`` (``broker.service.tls``: the context MQTT over TLS uses, TLS 1.2 and later)."""
-    sock = listening_socket(host, port)
+    """Serve ``app`` on ``sock`` (:func:`listening_socket`) until SIGTERM/SIGINT (and run
+    ``router`` meanwhile, if given); over HTTPS with ``tls`` (``broker.service.tls``: the
+    context MQTT over TLS uses, TLS 1.2 and later). The API's and the console's addresses are
+    logged first: uvicorn logs none for a socket it did not bind."""
+    base = _base_url(sock, tls)
+    log.info("listening", extra={"listener": "admin API", "url": f"{base}/api/v1"})
+    log.info("listening", extra={"listener": "web console", "url": f"{base}/"})
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         log_config=None,
         lifespan="on",
         ssl_context_factory=None if tls is None else lambda *_: tls,

@@ -14,8 +14,10 @@ from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry
 
 from admin_api.commands import BrokerCommands
+from admin_api.signins import Signins
 from broker.core.system import QueueProblem, input_queues, queue_problems
 from broker.service.config import Settings, broker_config
+from broker.service.health import Health
 from queues import QueueManager
 from queues.names import DEAD_LETTER_QUEUE
 
@@ -28,6 +30,8 @@ class Services:
     started_at: int  # milliseconds since the epoch
     schema_head: str  # the migration revision this release expects
     registry: CollectorRegistry  # what /metrics exposes
+    health: Health  # of this process's background work (the router's and listener's, beside it)
+    signins: Signins  # the token checks and their throttle
 
     def neighbours_http(self) -> httpx.Client:
         """How the API reaches neighbouring brokers (the topology check): one client per request."""

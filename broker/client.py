@@ -86,6 +86,8 @@ class BrokerResponse:
                 text += f" on topic {item.topic!r}"
             if item.parameter is not None:
                 text += f" [{item.parameter}]"
+            if item.detail is not None:
+                text += f": {item.detail}"
             lines.append(text)
         lines += [f"  {name}: {value}" for name, value in self.attributes]
         return "\n".join(lines)

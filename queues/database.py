@@ -13,6 +13,8 @@ before it is handed out, and one the driver already knows is broken is replaced,
 that a restarted server costs one failed batch and a reconnect, not a dead process.
 A connection in constant use (a router's, a busy publisher's) is not pinged: the
 ping is a round trip, one of a dozen in a streaming batch (``docs/performance.md``).
+Connections go only to a server that accepts writes, so a URL naming a primary and its
+standbys follows a failover (``docs/decisions.md``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import time
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
+from queues.companions import companion
 from queues.writer_lock import writer_lock
 
 READ_ONLY = "queues_read_only"
@@ -39,15 +42,46 @@ _IDLE_SINCE = "queues_idle_since"
 
 
 def normalise_url(url: str) -> str:
-    """Accept the URLs users type (``postgresql://``, ``postgres://``) and pin psycopg 3."""
+    """Accept the URLs users type (``postgresql://``, ``postgres://``) and pin psycopg 3.
+    A PostgreSQL server is only used while it accepts writes (``target_session_attrs``,
+    unless the URL sets it): of a primary and its standbys listed as several hosts, the
+    connection goes to the primary, and never to a standby, where every unit of work
+    would fail."""
     parsed = make_url(url)
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "postgresql" and "target_session_attrs" not in parsed.query:
+        parsed = parsed.update_query_dict({"target_session_attrs": "read-write"})
     return parsed.render_as_string(hide_password=False)
+
+
+def connect_params(url: str | URL) -> dict[str, Any]:
+    """libpq's connection parameters for a PostgreSQL ``url``, as psycopg gets them. Several
+    hosts (``?host=h1:p1&host=h2:p2``) become ``host=h1,h2 port=p1,p2``: a URL rendered for
+    libpq or JDBC as SQLAlchemy holds it would keep only one of them."""
+    text = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+    parsed = make_url(normalise_url(text))
+    _, params = parsed.get_dialect()().create_connect_args(parsed)
+    return dict(params)
+
+
+def conninfo(url: str | URL) -> str:
+    """The libpq connection string of a PostgreSQL ``url``, for a connection of its own
+    outside the pool (the arrival listener's)."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo("", **connect_params(url))
 
 
 def is_sqlite(engine: Engine | Connection) -> bool:
     return engine.dialect.name == "sqlite"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The absolute path of the file a SQLite ``url`` names (which connecting would create);
+    None for an in-memory database or another backend."""
+    parsed = make_url(url)
+    return companion(parsed.database, "") if parsed.get_backend_name() == "sqlite" else None
 
 
 def make_engine(
@@ -92,13 +126,23 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("connection closed")
         idle_since = record.info.pop(_IDLE_SINCE, None)
         if idle_since is None:
-            return  # a new connection
+            return  # a new connection, made to a server that accepts writes (normalise_url)
+        if _read_only(dbapi_connection):
+            raise DisconnectionError("the server no longer accepts writes")
         if time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS and idle_since > suspect_since[0]:
             return
         try:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as exc:
             raise DisconnectionError(f"ping failed: {exc}") from exc
+
+
+def _read_only(dbapi_connection: Any) -> bool:
+    """Whether the server said it no longer accepts writes: a standby, or a primary fenced
+    read-only while a failover manager promotes another. PostgreSQL reports both settings
+    whenever they change, so the check costs no round trip."""
+    status = dbapi_connection.info.parameter_status
+    return "on" in (status("in_hot_standby"), status("default_transaction_read_only"))
 
 
 def _configure_sqlite(engine: Engine, synchronous: str, busy_timeout_ms: int) -> None:
@@ -169,7 +213,7 @@ def maintenance_warnings(engine: Engine) -> list[str]:
     ]
 
 
-_SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full")
+_SQLITE_UNAVAILABLE = ("locked", "busy", "disk i/o", "unable to open", "disk is full", "readonly database")
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -185,6 +229,13 @@ def unavailable(exc: BaseException) -> bool:
     if psycopg is None:
         return False
     # The server ends a session idle in its transaction past the limit (claim turns): a
-    # lost connection like any other, not a fault of the batch that was running on it.
-    lost = psycopg.OperationalError | psycopg.InterfaceError | psycopg.errors.IdleInTransactionSessionTimeout
+    # lost connection like any other, not a fault of the batch that was running on it. A
+    # server that stopped accepting writes refuses each one until the pool replaces the
+    # connection with one to the primary (a failover: _read_only).
+    lost = (
+        psycopg.OperationalError
+        | psycopg.InterfaceError
+        | psycopg.errors.IdleInTransactionSessionTimeout
+        | psycopg.errors.ReadOnlySqlTransaction
+    )
     return isinstance(error, lost)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from queues.errors import MQError
-from queues.names import is_valid_name
+from queues.names import RULE, is_valid_name
 from queues.reasons import Reason
 
 DEFAULT_MAX_DEPTH = 5000
@@ -105,7 +105,7 @@ def check_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
                 raise _bad(key, value, "text of at most 64 characters")
         elif key == "backout_requeue_q":
             if not isinstance(value, str) or (value and not is_valid_name(value)):
-                raise _bad(key, value, "a queue name (1-48 characters of A-Z a-z 0-9 . / _ %) or ''")
+                raise _bad(key, value, f"a queue name ({RULE}) or ''")
         elif key == "usage":
             if value not in USAGES:
                 raise _bad(key, value, " or ".join(USAGES))

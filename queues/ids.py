@@ -20,7 +20,7 @@ from queues.message import ID_LENGTH
 
 
 class _Sequence:
-    __slots__ = ("counter", "prefix")
+    __slots__ = ("counter", "prefix", "random")
 
     def __init__(self) -> None:
         self.reseed()
@@ -28,6 +28,7 @@ class _Sequence:
     def reseed(self) -> None:
         self.prefix = int.from_bytes(os.urandom(4), "big") << 32
         self.counter = itertools.count(int.from_bytes(os.urandom(2), "big"))
+        self.random = os.urandom(16)
 
 
 _SEQUENCE = _Sequence()
@@ -38,6 +39,14 @@ def new_msg_id(qmgr: str) -> bytes:
     """A fresh, unique 24-byte MsgId stamped with the queue manager's name."""
     low = (_SEQUENCE.prefix | (next(_SEQUENCE.counter) & 0xFFFFFFFF)).to_bytes(8, "big")
     return _head(qmgr) + low
+
+
+def unique_id() -> bytes:
+    """A 24-byte id unique across processes and machines (16 random bytes drawn once per
+    process, then a counter) that costs no system call: ``os.urandom`` on a hot path releases
+    the interpreter lock, and on a busy process getting it back waits for another thread's
+    whole time slice."""
+    return _SEQUENCE.random + next(_SEQUENCE.counter).to_bytes(8, "big")
 
 
 @functools.lru_cache(maxsize=16)

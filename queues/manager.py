@@ -57,6 +57,7 @@ from queues.writer_lock import writer_lock
 log = logging.getLogger(__name__)
 
 EXPIRY_SWEEP_MS = 1000
+SWEPT_KEPT = 4096  # queues remembered as swept, past which those swept over a second ago go
 ABANDONED_GRACE_MS = 60_000
 
 
@@ -368,6 +369,36 @@ class UnitOfWork:
         sql.insert_queue_if_new(self.connection, _definition_values(name, check_attributes(attrs), now_ms()))
         self._definitions.pop(name, None)
 
+    def ensure_queues(self, names: Sequence[str], **attrs: Any) -> None:
+        """:meth:`ensure_queue` of many queues with the same attributes, in one statement (a
+        wave of MQTT clients connecting opens many sessions in one batch)."""
+        if not names:
+            return
+        checked, now = check_attributes(attrs), now_ms()
+        for name in names:
+            check_queue_name(name)
+        sql.insert_queues_if_new(self.connection, [_definition_values(name, checked, now) for name in names])
+        for name in names:
+            self._definitions.pop(name, None)
+
+    def delete_queues(self, names: Sequence[str]) -> None:
+        """:meth:`delete_queue` of many queues, a statement per table for them all (a wave of
+        MQTT clients leaving ends many sessions in one batch); those already gone are passed
+        over, and a queue a live process holds open is refused (2042) before anything goes."""
+        if not names:
+            return
+        now = now_ms()
+        held = sql.select_opens_of(self.connection, names)
+        for name in names:
+            opens.check_delete(name, opens.live((row for row in held if row.queue == name), now))
+        sql.purge_queues(self.connection, names)
+        sql.delete_queues(self.connection, names)
+        for name in names:
+            for pending in (self._deltas, self._puts, self._gets):
+                pending.pop(name, None)
+            self._arrivals.discard(name)
+            self._definitions[name] = None
+
     def delete_queue(self, name: str) -> int:
         """DELETE QLOCAL with PURGE, committed with the rest of this unit of work (a queue made
         on demand goes with the work that ends its use, not in a transaction of its own):
@@ -618,10 +649,12 @@ class UnitOfWork:
 
     def _sweep_expired(self, queue: str, now: int) -> None:
         """Remove expired messages, at most once a second per queue per process."""
-        last = self._qm._swept.get(queue, 0)
-        if now - last < EXPIRY_SWEEP_MS:
+        swept = self._qm._swept
+        if now - swept.get(queue, 0) < EXPIRY_SWEEP_MS:
             return
-        self._qm._swept[queue] = now
+        if len(swept) >= SWEPT_KEPT:  # a queue swept over a second ago counts as never swept
+            swept = self._qm._swept = {q: at for q, at in swept.items() if now - at < EXPIRY_SWEEP_MS}
+        swept[queue] = now
         removed = sql.delete_expired(self.connection, queue, now)
         if removed:
             self._deltas[queue] = self._deltas.get(queue, 0) - removed
@@ -705,14 +738,13 @@ class QueueManager:
         # How long a claim turn may go without progress before it is taken from its owner
         # (``queues.claims``, and ``queues.sql``'s claim turns on PostgreSQL).
         self.turn_timeout = turn_timeout
-        with _translated(), engine.connect().execution_options(**{READ_ONLY: True}) as conn:
-            row = sql.select_qmgr(conn) if inspect(conn).has_table("mq_qmgr") else None
-        if row is None:
+        name = self.stored_name(engine)
+        if name is None:
             raise MQError(
                 Reason.MQRC_Q_MGR_NOT_AVAILABLE,
                 "this database holds no queue manager: run 'broker db upgrade'",
             )
-        self.name: str = row.name
+        self.name: str = name
         self.appl_name = (appl_name or os.path.basename(sys.argv[0]) or "python")[:PUT_APPL_NAME_LENGTH]
         self.user_id = (user_id or getpass.getuser())[:USER_ID_LENGTH]
         self.notifier = ArrivalNotifier(engine)
@@ -726,6 +758,13 @@ class QueueManager:
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> QueueManager:
         return cls(make_engine(url), **kwargs)
+
+    @staticmethod
+    def stored_name(engine: Engine) -> str | None:
+        """The name of the queue manager whose database this is; None before :meth:`create`."""
+        with _translated(), engine.connect().execution_options(**{READ_ONLY: True}) as conn:
+            row = sql.select_qmgr(conn) if inspect(conn).has_table("mq_qmgr") else None
+        return None if row is None else str(row.name)
 
     @staticmethod
     def create(engine: Engine, name: str, description: str = "") -> None:
@@ -814,11 +853,13 @@ class QueueManager:
             sql.release_claims(uow.connection, claim.queue, claim.owner, claim.turn)
 
     @contextmanager
-    def unit_of_work(self, *, read_only: bool = False) -> Iterator[UnitOfWork]:
+    def unit_of_work(self, *, read_only: bool = False, on: Connection | None = None) -> Iterator[UnitOfWork]:
         """Commit when the block ends normally; back out if it raises. ``read_only``: a
-        unit of work that only reads, and on SQLite never waits for (or blocks) a writer."""
+        unit of work that only reads, and on SQLite never waits for (or blocks) a writer.
+        ``on``: a connection the caller holds for many units of work (left open), rather than
+        one from the pool; a caller that does is the only user of it."""
         options = {READ_ONLY: True} if read_only else {}
-        with _translated(), self.engine.connect().execution_options(**options) as connection:
+        with _translated(), self._connected(on, options) as connection:
             uow = UnitOfWork(self, connection)
             try:
                 yield uow
@@ -828,6 +869,14 @@ class QueueManager:
                 raise
             if uow.open:
                 uow.commit()
+
+    @contextmanager
+    def _connected(self, held: Connection | None, options: dict[str, Any]) -> Iterator[Connection]:
+        if held is not None:
+            yield held
+            return
+        with self.engine.connect().execution_options(**options) as connection:
+            yield connection
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:

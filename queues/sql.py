@@ -146,6 +146,23 @@ def select_queue_page(conn: Connection, *, after: str, prefix: str, limit: int) 
     return list(conn.execute(stmt))
 
 
+# The lengths an IN list is padded to (see ``padded``); past the last, multiples of it.
+IN_LIST_LENGTHS = (1, 4, 16, 64, 256, 1024)
+
+
+def padded(values: Iterable[Any]) -> list[Any]:
+    """``values`` for an ``IN`` list, the last repeated up to one of ``IN_LIST_LENGTHS``. Each
+    length is a statement text of its own, which every connection prepares and keeps (SQLite's
+    statement cache, PostgreSQL's prepared statements): lists of every length from 1 to a
+    thousand grew a process by tens of megabytes; a few lengths keep a few statements."""
+    items = list(values)
+    if not items:
+        return items
+    step = IN_LIST_LENGTHS[-1]
+    length = next((n for n in IN_LIST_LENGTHS if n >= len(items)), -(-len(items) // step) * step)
+    return items + [items[-1]] * (length - len(items))
+
+
 # Definitions looked up in chunks of at most this many names: the statements are compiled
 # once per chunk size, and every put and batch runs one.
 DEFINITION_CHUNK = 16
@@ -183,6 +200,11 @@ def insert_queue_if_new(conn: Connection, values: Mapping[str, Any]) -> None:
     conn.execute(insert_new(conn, queues, ("name",)).values(**values))
 
 
+def insert_queues_if_new(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Define each queue unless one of its name exists: one statement for them all."""
+    conn.execute(insert_new(conn, queues, ("name",)), list(rows))
+
+
 def update_queue(conn: Connection, name: str, values: Mapping[str, Any]) -> int:
     return conn.execute(update(queues).where(queues.c.name == name).values(**values)).rowcount
 
@@ -196,6 +218,11 @@ def reindex_correl(conn: Connection, name: str, indexed: bool) -> None:
 def delete_queue(conn: Connection, name: str) -> int:
     """Delete the definition, whatever the queue holds (the caller purged it)."""
     return conn.execute(delete(queues).where(queues.c.name == name)).rowcount
+
+
+def delete_queues(conn: Connection, names: Sequence[str]) -> int:
+    """Delete the definitions (the caller purged the queues)."""
+    return conn.execute(delete(queues).where(queues.c.name.in_(padded(names)))).rowcount
 
 
 def delete_empty_queue(conn: Connection, name: str) -> int:
@@ -218,6 +245,10 @@ def delete_opens(conn: Connection, owner: str) -> None:
 def delete_opens_of(conn: Connection, queue: str) -> None:
     """The lapsed records of a queue that is being deleted."""
     conn.execute(delete(opens).where(opens.c.queue == queue))
+
+
+def select_opens_of(conn: Connection, names: Sequence[str]) -> list[Row[Any]]:
+    return list(conn.execute(select(opens).where(opens.c.queue.in_(padded(names)))))
 
 
 def select_opens(conn: Connection, queue: str) -> list[Row[Any]]:
@@ -700,6 +731,19 @@ def fetch_cached(
     return _fetch(conn, _compiled(conn.dialect, name, build), params or {})
 
 
+def execute_cached(conn: Connection, name: Hashable, build: Any, params: dict[str, Any]) -> None:
+    """Run ``build()``'s statement as :func:`fetch_cached` does, reading nothing back: it may
+    go in a pipeline (:func:`committed_together`), where an error it raises aborts the rest."""
+    compiled = _compiled(conn.dialect, name, build)
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    cursor = driver.cursor()
+    try:
+        cursor.execute(compiled.string, _arguments(compiled, params))
+    finally:
+        cursor.close()
+
+
 def _arguments(compiled: Any, params: dict[str, Any]) -> Any:
     values = compiled.construct_params(params)
     if compiled.positiontup is not None:
@@ -822,23 +866,27 @@ def browse_messages(
 
 
 def select_messages_by_id(conn: Connection, ids: Sequence[int]) -> list[Row[Any]]:
-    return list(conn.execute(select(messages).where(messages.c.id.in_(list(ids)))))
+    return list(conn.execute(select(messages).where(messages.c.id.in_(padded(ids)))))
 
 
 def increment_backout(conn: Connection, ids: Sequence[int]) -> None:
     conn.execute(
         update(messages)
-        .where(messages.c.id.in_(list(ids)))
+        .where(messages.c.id.in_(padded(ids)))
         .values(backout_count=messages.c.backout_count + 1)
     )
 
 
 def delete_messages_by_id(conn: Connection, ids: Sequence[int]) -> int:
-    return conn.execute(delete(messages).where(messages.c.id.in_(list(ids)))).rowcount
+    return conn.execute(delete(messages).where(messages.c.id.in_(padded(ids)))).rowcount
 
 
 def purge_queue(conn: Connection, queue: str) -> int:
     return conn.execute(delete(messages).where(messages.c.queue == queue)).rowcount
+
+
+def purge_queues(conn: Connection, names: Sequence[str]) -> int:
+    return conn.execute(delete(messages).where(messages.c.queue.in_(padded(names)))).rowcount
 
 
 def count_messages(conn: Connection, queue: str, now: int | None = None) -> int:

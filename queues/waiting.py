@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from queues.companions import companion
+from queues.database import conninfo
 from queues.sql import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ SQLITE_POLL_SECONDS = 0.002  # data_version, where no wake-up socket can be boun
 SQLITE_BACKSTOP_SECONDS = 0.1  # data_version beside the sockets
 # A datagram names the queues; past this many bytes it says "something" instead.
 MAX_DATAGRAM = 8192
+MAX_BACKOFF = 1.0  # between attempts to watch again: arrivals are seen within a second of the return
 EVERYTHING = b"*"
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with its NUL; longer goes through /proc
 
@@ -169,8 +171,18 @@ class Arrivals:
         self._notifier.forget(self)
 
 
+COUNTER_GROUPS = 4096
+
+
+def _group(queue: str) -> int:
+    return hash(queue) % COUNTER_GROUPS
+
+
 class ArrivalNotifier:
-    """Per-queue arrival counters that waiters can block on."""
+    """Arrival counters that waiters can block on: one per group of queues (a queue's group is
+    its name's hash modulo ``COUNTER_GROUPS``), so that a process that sees a million queue
+    names come and go (MQTT clean sessions) keeps the same few kilobytes; two queues sharing a
+    group only wake each other's waiters, who then look and find nothing."""
 
     def __init__(
         self,
@@ -186,7 +198,7 @@ class ArrivalNotifier:
         self._sockets = WakeSockets(directory) if directory is not None else None
         self._own: str | None = None  # this notifier's socket, once its watcher bound one
         self._cond = threading.Condition()
-        self._versions: dict[str, int] = {}
+        self._versions = [0] * COUNTER_GROUPS
         self._everything = 0  # bumped when we only know that *something* changed
         self._observers: set[Arrivals] = set()
         self._watcher: threading.Thread | None = None
@@ -195,7 +207,7 @@ class ArrivalNotifier:
     def token(self, queues: Iterable[str]) -> int:
         """A value that changes whenever a message may have arrived on ``queues``."""
         with self._cond:
-            return self._everything + sum(self._versions.get(q, 0) for q in queues)
+            return self._everything + sum(self._versions[_group(q)] for q in queues)
 
     def observe(self) -> Arrivals:
         """What is announced from now on, queue by queue (:class:`Arrivals`); ``close`` it."""
@@ -213,7 +225,7 @@ class ArrivalNotifier:
         names = list(queues)
         with self._cond:
             for name in names:
-                self._versions[name] = self._versions.get(name, 0) + 1
+                self._versions[_group(name)] += 1
             self._cond.notify_all()
             for observer in self._observers:
                 observer.added(names)
@@ -240,7 +252,7 @@ class ArrivalNotifier:
         self._ensure_watcher()
         deadline = time.monotonic() + max(0.0, min(timeout, self.fallback_seconds))
         with self._cond:
-            while self._everything + sum(self._versions.get(q, 0) for q in names) == token:
+            while self._everything + sum(self._versions[_group(q)] for q in names) == token:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
@@ -269,39 +281,63 @@ class ArrivalNotifier:
             self._watcher.start()
 
     def _watch_sqlite(self) -> None:
+        """Watch until closed; a failed watch (the file unreadable for a while) is logged once
+        and started again after a back-off, announcing everything: waiters look again."""
         if self._sockets is None:
             return  # in-memory databases live in one process: local announcements suffice
+        backoff, failed = 0.1, ""
+        while not self._stop.is_set():
+            try:
+                self._watch_sqlite_once()
+            except (sqlite3.Error, OSError) as exc:
+                if str(exc) != failed:
+                    log.warning("sqlite arrival watcher failed; retrying", extra={"error": str(exc)})
+                failed = str(exc)
+                self.announce_everything()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def _watch_sqlite_once(self) -> None:
+        database = self._engine.url.database
+        assert self._sockets is not None and database is not None  # a file: it has wake-up sockets
         bound = self._sockets.bind()
         listener, own = bound if bound is not None else (None, None)
         interval = SQLITE_POLL_SECONDS if listener is None else self._backstop
-        connection = sqlite3.connect(self._engine.url.database, check_same_thread=False, isolation_level=None)
         try:
-            last = connection.execute("PRAGMA data_version").fetchone()[0]
-            self._own = own
-            # A commit between the waiter's look and this first reading would go unnoticed.
-            self.announce_everything()
-            reading_due = time.monotonic() + interval
-            while not self._stop.is_set():
-                wait = max(0.0, reading_due - time.monotonic())
-                if listener is None:
-                    self._stop.wait(wait)
-                else:
-                    self._receive(listener, wait)
-                if time.monotonic() < reading_due:
-                    continue
-                reading_due = time.monotonic() + interval
-                version = connection.execute("PRAGMA data_version").fetchone()[0]
-                if version != last:
-                    last = version
-                    self.announce_everything()
-        except (sqlite3.Error, OSError):
-            log.exception("sqlite arrival watcher stopped; waiters fall back to polling")
+            connection = sqlite3.connect(database, check_same_thread=False, isolation_level=None)
+            try:
+                self._follow(connection, listener, own, interval)
+            finally:
+                connection.close()
         finally:
-            connection.close()
             self._own = None
             if listener is not None and own is not None:
                 listener.close()
                 self._sockets.remove(own)
+
+    def _follow(
+        self, connection: sqlite3.Connection, listener: socket.socket | None, own: str | None, interval: float
+    ) -> None:
+        """Announce the datagrams ``listener`` receives, and everything whenever the data
+        version read every ``interval`` seconds has changed."""
+        last = connection.execute("PRAGMA data_version").fetchone()[0]
+        self._own = own
+        # A commit between the waiter's look and this first reading would go unnoticed.
+        self.announce_everything()
+        reading_due = time.monotonic() + interval
+        while not self._stop.is_set():
+            wait = max(0.0, reading_due - time.monotonic())
+            if listener is None:
+                self._stop.wait(wait)
+            else:
+                self._receive(listener, wait)
+            if time.monotonic() < reading_due:
+                continue
+            reading_due = time.monotonic() + interval
+            version = connection.execute("PRAGMA data_version").fetchone()[0]
+            if version != last:
+                last = version
+                self.announce_everything()
 
     def _receive(self, listener: socket.socket, timeout: float) -> None:
         """Announce what the next datagram names, if one comes within ``timeout``."""
@@ -318,23 +354,28 @@ class ArrivalNotifier:
     def _watch_pg(self) -> None:
         import psycopg
 
-        # str(url) masks the password as "***"; the URL object keeps it.
-        url = self._engine.url.set(drivername="postgresql")
-        conninfo = url.render_as_string(hide_password=False)
-        backoff = 0.1
+        settings = conninfo(self._engine.url)  # every host the URL names, and its password
+        backoff, lost = 0.1, False
         while not self._stop.is_set():
             try:
-                with psycopg.connect(conninfo, autocommit=True) as connection:
+                with psycopg.connect(settings, autocommit=True) as connection:
                     connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     backoff = 0.1
+                    if lost:
+                        log.info("arrival listener connected again")
+                    lost = False
                     # Anything put while we were not listening must not be missed.
                     self.announce_everything()
                     self._listen(connection)
             except psycopg.Error as exc:
-                log.warning("arrival listener lost its connection: %s", exc)
+                if not lost:  # once per outage: the reconnections that fail meanwhile say nothing new
+                    log.warning(
+                        "arrival listener lost its connection; reconnecting", extra={"error": str(exc)}
+                    )
+                lost = True
                 self.announce_everything()
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _listen(self, connection: Any) -> None:
         while not self._stop.is_set():

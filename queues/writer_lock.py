@@ -34,10 +34,15 @@ from queues.companions import companion
 
 
 class WriterLock:
-    """The writer lock of one SQLite database file, shared by every engine on it in this process."""
+    """The writer lock of one SQLite database file, shared by every engine on it in this process.
+
+    Each connection opens the lock file once and keeps it open while it lives (a ``flock``
+    belongs to an open file, so every connection's is its own): a transaction costs a lock and
+    an unlock, not an open and a close besides."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._files: dict[int, int] = {}  # id(DBAPI connection) -> its descriptor of the lock file
         self._held: dict[int, tuple[int, int]] = {}  # id(DBAPI connection) -> (fd, thread id)
         self._threads: dict[int, int] = {}  # thread id -> how many of its connections hold it
         self._mutex = threading.Lock()
@@ -49,12 +54,12 @@ class WriterLock:
         with self._mutex:
             if key in self._held or self._threads.get(me):
                 return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = self._files.get(key)
+        if fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            with self._mutex:
+                self._files[key] = fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
         with self._mutex:
             self._held[key] = (fd, me)
             self._threads[me] = self._threads.get(me, 0) + 1
@@ -77,7 +82,16 @@ class WriterLock:
                 self._threads[owner] -= 1
             else:
                 self._threads.pop(owner, None)
-        os.close(fd)  # closing the descriptor drops its flock
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def forget(self, dbapi_connection: Any) -> None:
+        """``dbapi_connection`` is closed: drop its lock if it holds it, and close its file."""
+        self.release(dbapi_connection)
+        raw = getattr(dbapi_connection, "dbapi_connection", dbapi_connection)
+        with self._mutex:
+            fd = self._files.pop(id(raw), None)
+        if fd is not None:
+            os.close(fd)
 
     def install(self, engine: Engine) -> None:
         """Drop the lock after every COMMIT and ROLLBACK of ``engine``'s connections, and
@@ -105,7 +119,7 @@ class WriterLock:
             event.listen(engine, name, self._on_close)
 
     def _on_close(self, dbapi_connection: Any, *_: Any) -> None:
-        self.release(dbapi_connection)
+        self.forget(dbapi_connection)
 
 
 _LOCKS: dict[str, WriterLock] = {}

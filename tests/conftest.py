@@ -18,12 +18,18 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 import migrations
 from queues import QueueManager, make_engine
 from tests.certificates import Certificates, make_certificates
+
+# Timing is the benchmarks' business: an example that runs slowly because broker processes share
+# the two cores with it is not a failure.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 PG_ADMIN_URL = os.environ.get("BROKER_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DIALECTS = ("sqlite", "postgresql")

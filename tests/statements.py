@@ -9,7 +9,7 @@ from typing import Any
 from unittest import mock
 
 from psycopg import pq
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 
 from queues import sql
 
@@ -42,12 +42,12 @@ def recorded(engine: Engine, containing: str = "") -> Iterator[list[str]]:
 
 
 @contextmanager
-def exchanges(engine: Engine) -> Iterator[list[list[str]]]:
-    """On PostgreSQL, what the connections checked out of ``engine`` during the block send the
-    server, one list per exchange (what the client sends before it waits for the answer: up
-    to a Sync, or a simple query alone), each statement named by its first word; an empty
-    list is an exchange of a prepared statement alone. Read off libpq's protocol trace; on
-    SQLite, which has no exchanges, always empty."""
+def exchanges(engine: Engine, *held: Connection) -> Iterator[list[list[str]]]:
+    """On PostgreSQL, what the connections checked out of ``engine`` during the block (and the
+    ``held`` ones, checked out before it) send the server, one list per exchange (what the
+    client sends before it waits for the answer: up to a Sync, or a simple query alone), each
+    statement named by its first word; an empty list is an exchange of a prepared statement
+    alone. Read off libpq's protocol trace; on SQLite, which has no exchanges, always empty."""
     found: list[list[str]] = []
     if engine.dialect.name != "postgresql":
         yield found
@@ -61,6 +61,8 @@ def exchanges(engine: Engine) -> Iterator[list[list[str]]]:
         pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
         traces.append((pgconn, trace))
 
+    for connection in held:
+        checkout(connection.connection.dbapi_connection)
     event.listen(engine, "checkout", checkout)
     try:
         yield found

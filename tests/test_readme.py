@@ -1,5 +1,6 @@
-"""The README, followed in order, works as written: its "Using it" commands and its Python example,
-run against a real ``broker serve`` on the default database in a fresh directory."""
+"""The README, followed in order, works as written: its "Using it" commands, the administrator's
+after them and its Python example, run against a real ``broker serve`` on the default database in
+a fresh directory."""
 
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ def blocks(language: str, after: str) -> list[str]:
 
 
 def commands(block: str) -> list[list[str]]:
-    """The block's commands, without their comments."""
-    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    """The block's commands, without their comments (``a && b``: two commands)."""
+    return [
+        shlex.split(command, comments=True)
+        for line in block.splitlines()
+        if line.strip()
+        for command in line.split(" && ")
+    ]
 
 
 def test_the_readme_works_when_followed_in_order(tmp_path: Path) -> None:
@@ -35,8 +41,10 @@ def test_the_readme_works_when_followed_in_order(tmp_path: Path) -> None:
     try:
         wait_until(lambda: (tmp_path / "broker.db").exists(), 30, "the default database")
         first_steps = blocks("sh", "## Using it")[0]
+        # The administrator's block after them, without its optional [arguments].
+        administration = re.sub(r" \[[^]]*\]", "", blocks("sh", "The queue-manager commands")[0])
         outputs = []
-        for argv in commands(first_steps):
+        for argv in commands(first_steps) + commands(administration):
             assert argv[0] == "broker", argv
             done = subprocess.run(
                 [str(BROKER), *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -44,6 +52,7 @@ def test_the_readme_works_when_followed_in_order(tmp_path: Path) -> None:
             assert done.returncode == 0, (argv, done.stderr)
             outputs.append(done.stdout)
         assert "Sport/Soccer" in outputs[4]  # receive: the first publication, decoded
+        assert outputs[-1] == "queue SCORES deleted\n"
         python = blocks("python", "Applications use")[0]
         ran = subprocess.run(
             [sys.executable, "-c", python], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
+from admin_api.console.notes import Note
 from admin_api.console.pages import PREFIX, outcome, render
+from admin_api.console.params import MessageCursor
 from admin_api.console.sessions import FormValues, Operating, Viewing
 from admin_api.problems import ApiProblem
 from admin_api.routers import queues as api
@@ -24,7 +26,9 @@ BACK = f"{PREFIX}/dead-letters"
 
 
 @router.get("")
-def list_dead_letters(request: Request, session: Viewing, svc: Svc, after: str = "") -> HTMLResponse:
+def list_dead_letters(
+    request: Request, session: Viewing, svc: Svc, after: MessageCursor = ""
+) -> HTMLResponse:
     page = svc.qm.browse(DEAD_LETTER_QUEUE, after=api.cursor(after or None), limit=PAGE)
     return render(
         request,
@@ -39,7 +43,7 @@ def _each(request: Request, values: FormValues, verb: str, one: Callable[[str], 
     """``one`` for every selected MsgId; each is its own unit of work, so one that cannot be
     retried (its queue is full, say) stays on the dead-letter queue and the others go on."""
 
-    def run() -> str:
+    def run() -> Note:
         chosen = values.get("msg_id", [])
         failed = []
         for msg_id in chosen:
@@ -48,7 +52,7 @@ def _each(request: Request, values: FormValues, verb: str, one: Callable[[str], 
             except (MQError, ApiProblem) as exc:
                 failed.append(f"{msg_id[:16]}...: {exc}")
         done = f"{verb} {len(chosen) - len(failed)} of {len(chosen)} dead letters"
-        return "; ".join([done, *failed])
+        return Note("; ".join([done, *failed]), refused=bool(failed))
 
     return outcome(request, BACK, run)
 

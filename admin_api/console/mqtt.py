@@ -1,6 +1,7 @@
-"""MQTT in the console: the connected clients and the persistent sessions, paged by client id,
-with an operator's disconnect and delete, each made by the admin API's own handler (its
-rules, its MQ reasons, its audit entry). Both travel to the MQTT listener through the
+"""MQTT in the console: the nodes of the cluster, and the connected clients and the persistent
+sessions, paged by client id, each with the node holding it, with an operator's disconnect
+and delete, each made by the admin API's own handler (its rules, its MQ reasons, its audit
+entry). Both travel to the MQTT listener holding the client through the
 database (``broker.store.mqtt_requests``), whichever process it runs in.
 
 Deleting a session loses the messages queued for it, so it asks first, on a page of its own,
@@ -13,7 +14,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
+from admin_api.console.notes import refusal
 from admin_api.console.pages import PREFIX, outcome, redirect, render
+from admin_api.console.params import ClientCursor
 from admin_api.console.sessions import Operating, Operator, Viewing
 from admin_api.routers import mqtt as api
 from admin_api.services import Svc
@@ -27,7 +30,7 @@ BACK = f"{PREFIX}/mqtt"
 
 
 @router.get("")
-def list_sessions(request: Request, session: Viewing, svc: Svc, after: str = "") -> HTMLResponse:
+def list_sessions(request: Request, session: Viewing, svc: Svc, after: ClientCursor = "") -> HTMLResponse:
     with svc.qm.reading() as conn:
         found = mqtt.list_sessions(conn, after=after or None, limit=PAGE)
     return render(
@@ -35,6 +38,7 @@ def list_sessions(request: Request, session: Viewing, svc: Svc, after: str = "")
         "mqtt.html",
         session,
         sessions=api.session_out(svc, found),
+        nodes=api.nodes_out(svc),
         after=after,
         next_after=found[-1].client_id if len(found) == PAGE else None,
     )
@@ -54,7 +58,7 @@ def confirm_delete(request: Request, session: Operator, svc: Svc, client_id: str
     with svc.qm.reading() as conn:
         found = mqtt.find_session(conn, client_id)
     if found is None:
-        return redirect(BACK, f"Refused: {NoSuchSession(client_id)}", request=request)
+        return redirect(BACK, refusal(str(NoSuchSession(client_id))), request=request)
     return render(request, "confirm_session.html", session, found=api.session_out(svc, [found])[0])
 
 

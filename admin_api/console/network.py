@@ -5,22 +5,20 @@ admin role also adds and removes rules and group members, through the admin API'
 
 from __future__ import annotations
 
-import re
-
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from admin_api.console.pages import PREFIX, outcome, render
+from admin_api.console.params import RowId
 from admin_api.console.sessions import Administering, FormValues, Viewing, field
-from admin_api.models import PRINCIPAL, RuleIn
+from admin_api.models import RuleIn
 from admin_api.routers import acl as acl_api
 from admin_api.routers import subscriptions as subscriptions_api
 from admin_api.services import Svc
 from broker import store
+from broker.core.authority import check_principal
 from broker.network import manage
 from broker.store.acl import rule_json
-from queues.errors import MQError
-from queues.reasons import Reason
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -55,7 +53,7 @@ def add_rule(request: Request, session: Administering, svc: Svc, values: FormVal
     def add() -> str:
         body = RuleIn.model_validate(
             {
-                "principal": field(values, "principal"),
+                "principal": check_principal(field(values, "principal")),
                 "kind": field(values, "kind", "user"),
                 "topic": field(values, "topic"),
                 "permission": field(values, "permission"),
@@ -69,7 +67,7 @@ def add_rule(request: Request, session: Administering, svc: Svc, values: FormVal
 
 
 @router.post("/security/rules/{rule_id}/delete")
-def remove_rule(request: Request, session: Administering, svc: Svc, rule_id: int) -> Response:
+def remove_rule(request: Request, session: Administering, svc: Svc, rule_id: RowId) -> Response:
     def remove() -> str:
         acl_api.remove_rule(session.token, svc, rule_id)
         return f"Rule {rule_id} removed"
@@ -77,16 +75,10 @@ def remove_rule(request: Request, session: Administering, svc: Svc, rule_id: int
     return outcome(request, SECURITY, remove)
 
 
-def _principal(text: str) -> str:
-    if re.fullmatch(PRINCIPAL, text) is None:
-        raise MQError(Reason.MQRCCF_ATTR_VALUE_ERROR, f"{text!r} is not a principal name")
-    return text
-
-
 @router.post("/security/members")
 def add_member(request: Request, session: Administering, svc: Svc, values: FormValues) -> Response:
     def add() -> str:
-        group, user = _principal(field(values, "group")), _principal(field(values, "user"))
+        group, user = check_principal(field(values, "group")), check_principal(field(values, "user"))
         acl_api.add_member(session.token, svc, group, user)
         return f"{user} added to {group}"
 
@@ -96,7 +88,7 @@ def add_member(request: Request, session: Administering, svc: Svc, values: FormV
 @router.post("/security/members/delete")
 def remove_member(request: Request, session: Administering, svc: Svc, values: FormValues) -> Response:
     def remove() -> str:
-        group, user = _principal(field(values, "group")), _principal(field(values, "user"))
+        group, user = field(values, "group"), field(values, "user")
         acl_api.remove_member(session.token, svc, group, user)
         return f"{user} removed from {group}"
 

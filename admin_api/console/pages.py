@@ -1,5 +1,6 @@
 """How the console answers: pages from Jinja2 templates, with the security headers every
-console response carries, one-shot notes after a change, and the redirects.
+console response carries, one-shot notes after a change (``admin_api.console.notes``), and the
+redirects.
 
 The Content-Security-Policy allows scripts, styles and connections from this server only:
 no inline script, no ``on*`` attributes, no inline styles, no framing. The pages are
@@ -14,20 +15,21 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import ValidationError
 
+from admin_api.console import notes
+from admin_api.console.notes import Note, refusal
 from admin_api.console.sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, Form, Session, field, secure
 from admin_api.problems import ApiProblem
 from queues.definition import QueueDefinition
 from queues.errors import MQError
 
 PREFIX = "/console"
-NOTE_COOKIE = "broker_console_note"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -102,26 +104,30 @@ templates.globals.update(PREFIX=PREFIX, CSRF_FIELD=CSRF_FIELD, CSRF_HEADER=CSRF_
 def render(
     request: Request, name: str, session: Session | None, *, status: int = 200, **context: Any
 ) -> HTMLResponse:
-    """The page ``name`` with the request's note (shown once) and the session's role and CSRF
-    token, so a template shows write controls only to those who may use them."""
-    raw = request.cookies.get(NOTE_COOKIE)
-    note = unquote(raw) if raw else None
+    """The page ``name`` with the request's note (shown once, if the console sealed it for this
+    session) and the session's role and CSRF token, so a template shows write controls only to
+    those who may use them."""
+    sealed = request.cookies.get(notes.COOKIE)
+    secret = request.cookies.get(COOKIE)
+    note = notes.opened(secret, sealed) if sealed and secret else None
     html = templates.get_template(name).render(
         request=request, session=session, note=note, path=request.url.path, **context
     )
     response = HTMLResponse(html, status_code=status, headers=HEADERS)
-    if raw is not None:
-        response.delete_cookie(NOTE_COOKIE, path=PREFIX)
+    if sealed is not None:
+        response.delete_cookie(notes.COOKIE, path=PREFIX)
     return response
 
 
-def redirect(url: str, note: str | None = None, *, request: Request) -> Response:
-    """303 to ``url`` (a GET), leaving ``note`` for that page to show once."""
+def redirect(url: str, note: Note | None = None, *, request: Request) -> Response:
+    """303 to ``url`` (a GET), leaving ``note`` for that page to show once: sealed for the
+    request's session, since only that session's pages show it."""
     response = RedirectResponse(url, status_code=303, headers=HEADERS)
-    if note is not None:
+    secret = request.cookies.get(COOKIE)
+    if note is not None and secret:
         response.set_cookie(
-            NOTE_COOKIE,
-            quote(note[:300]),
+            notes.COOKIE,
+            notes.seal(secret, note),
             max_age=60,
             path=PREFIX,
             httponly=True,
@@ -137,21 +143,21 @@ def back_to(values: Form, default: str) -> str:
     return back if back.startswith(PREFIX + "/") and "//" not in back and "\\" not in back else default
 
 
-def outcome(request: Request, back: str, action: Callable[[], str]) -> Response:
+def outcome(request: Request, back: str, action: Callable[[], str | Note]) -> Response:
     """Carry out ``action`` (it says what it did) and go back to ``back`` with that note, or
     with why the queue manager or the broker refused it (the MQ reason, as the API gives it)."""
     try:
         done = action()
     except MQError as exc:
-        return redirect(back, f"Refused: {exc}", request=request)
+        return redirect(back, refusal(str(exc)), request=request)
     except ApiProblem as exc:
-        return redirect(back, f"Refused: {exc.title}: {exc.detail}", request=request)
+        return redirect(back, refusal(f"{exc.title}: {exc.detail}"), request=request)
     except ValidationError as exc:
         wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return redirect(back, f"Refused: {wrong}", request=request)
+        return redirect(back, refusal(wrong), request=request)
     except ValueError as exc:
-        return redirect(back, f"Refused: {exc}", request=request)
-    return redirect(back, done, request=request)
+        return redirect(back, refusal(str(exc)), request=request)
+    return redirect(back, done if isinstance(done, Note) else Note(done), request=request)
 
 
 def sign_in_cookie(response: Response, secret: str, request: Request) -> None:

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from admin_api.console.pages import PREFIX, outcome, render, segment
+from admin_api.console.params import MessageCursor, NameCursor, QueueName, QueuePattern
 from admin_api.console.rates import QueueRate, QueueRates
 from admin_api.console.sessions import FormValues, Operating, Operator, Viewing, field
 from admin_api.models import QueueAttributes, QueueCreate
@@ -75,7 +76,12 @@ def rates(request: Request, shown: list[QueueDefinition]) -> dict[str, QueueRate
 
 @router.get("")
 def list_queues(
-    request: Request, session: Viewing, svc: Svc, pattern: str = "*", after: str = "", live: bool = False
+    request: Request,
+    session: Viewing,
+    svc: Svc,
+    pattern: QueuePattern = "*",
+    after: NameCursor = "",
+    live: bool = False,
 ) -> HTMLResponse:
     page = svc.qm.queue_page(pattern or "*", after=after, limit=PAGE)
     last = page[-1].definition.name if len(page) == PAGE else None
@@ -104,7 +110,9 @@ def define_queue(request: Request, session: Operating, svc: Svc, values: FormVal
 
 
 @router.get("/{name:name}")
-def show_queue(request: Request, session: Viewing, svc: Svc, name: str, after: str = "") -> HTMLResponse:
+def show_queue(
+    request: Request, session: Viewing, svc: Svc, name: QueueName, after: MessageCursor = ""
+) -> HTMLResponse:
     definition = svc.qm.inquire_queue(name)
     page = svc.qm.browse(name, after=api.cursor(after or None), limit=BROWSE_PAGE)
     return render(
@@ -119,7 +127,9 @@ def show_queue(request: Request, session: Viewing, svc: Svc, name: str, after: s
 
 
 @router.post("/{name:name}/alter")
-def alter_queue(request: Request, session: Operating, svc: Svc, values: FormValues, name: str) -> Response:
+def alter_queue(
+    request: Request, session: Operating, svc: Svc, values: FormValues, name: QueueName
+) -> Response:
     def alter() -> str:
         api.alter_queue(session.token, svc, QueueAttributes.model_validate(attributes(values)), request, name)
         return f"Queue {name} altered"
@@ -128,12 +138,12 @@ def alter_queue(request: Request, session: Operating, svc: Svc, values: FormValu
 
 
 @router.get("/{name:name}/purge")
-def confirm_purge(request: Request, session: Operator, svc: Svc, name: str) -> HTMLResponse:
+def confirm_purge(request: Request, session: Operator, svc: Svc, name: QueueName) -> HTMLResponse:
     return render(request, "confirm.html", session, action="purge", queue=svc.qm.inquire_queue(name))
 
 
 @router.post("/{name:name}/purge")
-def purge(request: Request, session: Operating, svc: Svc, name: str) -> Response:
+def purge(request: Request, session: Operating, svc: Svc, name: QueueName) -> Response:
     def purge_it() -> str:
         purged = api.purge(session.token, svc, request, name)
         return f"Purged {purged.purged} messages from {name}"
@@ -142,12 +152,14 @@ def purge(request: Request, session: Operating, svc: Svc, name: str) -> Response
 
 
 @router.get("/{name:name}/delete")
-def confirm_delete(request: Request, session: Operator, svc: Svc, name: str) -> HTMLResponse:
+def confirm_delete(request: Request, session: Operator, svc: Svc, name: QueueName) -> HTMLResponse:
     return render(request, "confirm.html", session, action="delete", queue=svc.qm.inquire_queue(name))
 
 
 @router.post("/{name:name}/delete")
-def delete_queue(request: Request, session: Operating, svc: Svc, values: FormValues, name: str) -> Response:
+def delete_queue(
+    request: Request, session: Operating, svc: Svc, values: FormValues, name: QueueName
+) -> Response:
     def delete() -> str:
         api.delete_queue(session.token, svc, request, name, purge="purge" in values, force="force" in values)
         return f"Queue {name} deleted"

@@ -21,9 +21,9 @@ from urllib.parse import parse_qs
 
 from fastapi import Depends, Request
 
-from admin_api import accounts
 from admin_api.accounts import Role, Token
 from admin_api.services import Svc
+from admin_api.signins import SESSION, Throttled
 
 COOKIE = "broker_console"
 CSRF_FIELD = "csrf"
@@ -82,8 +82,10 @@ def signed_in(request: Request, svc: Svc) -> Session:
     secret = request.cookies.get(COOKIE)
     if not secret:
         raise SignInNeeded
-    with svc.qm.reading() as conn:
-        token = accounts.authenticate(conn, secret)
+    try:
+        token = svc.signins.check(request, secret, SESSION)
+    except Throttled:
+        raise SignInNeeded from None
     if token is None:
         raise SignInNeeded
     request.state.token = token

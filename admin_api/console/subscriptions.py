@@ -1,6 +1,9 @@
 """Subscriptions in the console: filtered in SQL and paged by key (``broker.store.listings``),
 so the page costs the same with a million of them; deregistered through the admin API's
-handler, which sends the broker the DeregSub naming exactly that subscription."""
+handler, which sends the broker the DeregSub naming exactly that subscription, as the broker's
+administrator (``admin_group``): an operator deregisters whoever registered it (an application,
+an MQTT device, another token), as a forced queue delete does. Proxy subscriptions are the
+network's: the neighbour that registered one removes it."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from admin_api.console.pages import PREFIX, back_to, outcome, render
+from admin_api.console.params import QueueFilter, RowCursor, RowId, SubPointText, TopicText
 from admin_api.console.sessions import FormValues, Operating, Viewing
 from admin_api.routers import subscriptions as api
 from admin_api.services import Svc
@@ -26,12 +30,12 @@ def list_subscriptions(
     request: Request,
     session: Viewing,
     svc: Svc,
-    topic: str = "",
-    queue: str = "",
-    sub_point: str = "",
+    topic: TopicText = "",
+    queue: QueueFilter = "",
+    sub_point: SubPointText = "",
     origin: str = "",
     protocol: str = "",
-    after: int = 0,
+    after: RowCursor = 0,
 ) -> HTMLResponse:
     where = store.SubscriptionFilter(
         topic=topic or None,
@@ -55,10 +59,18 @@ def list_subscriptions(
 
 @router.post("/{subscription_id}/deregister")
 def deregister(
-    request: Request, session: Operating, svc: Svc, values: FormValues, subscription_id: int
+    request: Request, session: Operating, svc: Svc, values: FormValues, subscription_id: RowId
 ) -> Response:
     def deregister_it() -> str:
-        api.delete_subscription(session.token, svc, request, subscription_id, user_id=None)
+        with svc.qm.reading() as conn:
+            found = store.get_subscription(conn, subscription_id)
+        if found is not None and found.origin is not None:
+            raise ValueError(
+                f"subscription {subscription_id} is a proxy subscription of neighbour {found.origin}: "
+                "the network manages it"
+            )
+        admin = svc.settings.admin_group
+        api.delete_subscription(session.token, svc, request, subscription_id, user_id=admin)
         return f"Subscription {subscription_id} deregistered"
 
     return outcome(request, back_to(values, f"{PREFIX}/subscriptions"), deregister_it)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 
 from admin_api.console.pages import PREFIX, back_to, outcome, render
+from admin_api.console.params import RowId, TopicText
 from admin_api.console.sessions import FormValues, Operating, Viewing
 from admin_api.routers import retained as retained_api
 from admin_api.services import Services, Svc
@@ -97,14 +98,14 @@ def topics(request: Request, session: Viewing, svc: Svc) -> HTMLResponse:
 
 
 @router.get("/topics/children")
-def children(request: Request, session: Viewing, svc: Svc, under: str) -> HTMLResponse:
+def children(request: Request, session: Viewing, svc: Svc, under: TopicText) -> HTMLResponse:
     nodes, partial = _level(svc, under)
     return render(request, "_topic_level.html", session, nodes=nodes, partial=partial, scan=SCAN)
 
 
 @router.post("/retained/{retained_id}/delete")
 def delete_retained(
-    request: Request, session: Operating, svc: Svc, values: FormValues, retained_id: int
+    request: Request, session: Operating, svc: Svc, values: FormValues, retained_id: RowId
 ) -> Response:
     def delete() -> str:
         retained_api.delete_retained(session.token, svc, request, retained_id, local=False, user_id=None)

@@ -19,6 +19,7 @@ from admin_api.models import (
     MAX_LIMIT,
     MAX_TOPIC_LENGTH,
     PRINCIPAL,
+    USER_ID,
     XML_TEXT,
     AclCheck,
     Groups,
@@ -191,8 +192,8 @@ def list_groups(
 def add_member(
     _: AdminToken,
     svc: Svc,
-    group: str = PrincipalPath,
-    user: str = Path(pattern=PRINCIPAL, examples=["alice"]),
+    group: str = Path(pattern=USER_ID, examples=["traders"]),
+    user: str = Path(pattern=USER_ID, examples=["alice"]),
 ) -> Membership:
     with svc.qm.unit_of_work() as uow:
         changed = store.set_group_member(uow.connection, group, user, True)

@@ -2,26 +2,38 @@
 
 The broker runs on hosts without internet access, so the page loads Swagger UI from
 ``/static/swagger-ui`` (swagger-ui-dist 5, Apache 2.0, vendored with its licence), never
-from a CDN.
+from a CDN. It carries the console's headers: no inline script (Swagger UI is started by
+``/static/docs/swagger-init.js``), no framing.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
+
+from admin_api.console.pages import HEADERS
 
 router = APIRouter(include_in_schema=False)
 
 SWAGGER_UI = "/static/swagger-ui"
+PAGE = f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>wmq-psc-broker admin API</title>
+<link rel="stylesheet" href="{SWAGGER_UI}/swagger-ui.css">
+<link rel="icon" href="{SWAGGER_UI}/favicon-32x32.png">
+</head>
+<body>
+<div id="swagger-ui" data-openapi="/openapi.json"></div>
+<script src="{SWAGGER_UI}/swagger-ui-bundle.js"></script>
+<script src="/static/docs/swagger-init.js"></script>
+</body>
+</html>
+"""
 
 
 @router.get("/docs")
 def docs() -> HTMLResponse:
-    return get_swagger_ui_html(
-        openapi_url="/openapi.json",
-        title="wmq-psc-broker admin API",
-        swagger_js_url=f"{SWAGGER_UI}/swagger-ui-bundle.js",
-        swagger_css_url=f"{SWAGGER_UI}/swagger-ui.css",
-        swagger_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
-    )
+    return HTMLResponse(PAGE, headers=HEADERS)

@@ -1,7 +1,8 @@
-"""MQTT sessions: the connected clients and the persistent sessions of the MQTT listener
-(``broker serve --mqtt``), read from the store, whichever process serves the API; and the
-operator's two actions on them, disconnect and delete, which travel to the listener
-through the database (``broker.store.mqtt_requests``), since it may run in another process.
+"""MQTT sessions: the connected clients and the persistent sessions of the MQTT listeners
+(``broker serve --mqtt``, one or more nodes), read from the store, whichever process serves
+the API; the nodes of the cluster; and the operator's two actions on sessions, disconnect
+and delete, which travel to the listener holding the client through the database
+(``broker.store.mqtt_requests``), since it may run in another process or on another node.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Request, Response
 
 from admin_api.auditing import note
-from admin_api.models import MqttSession
+from admin_api.models import MqttNode, MqttSession
 from admin_api.problems import responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Services, Svc
-from broker.store import mqtt, mqtt_requests
+from broker.core import cluster
+from broker.store import mqtt, mqtt_requests, nodes
+from queues.ids import now_ms
 
 router = APIRouter(prefix="/api/v1/mqtt", tags=["mqtt"])
 
@@ -37,6 +40,7 @@ def session_out(svc: Services, found: list[mqtt.StoredSession]) -> list[MqttSess
             protocol_version="3.1.1" if s.protocol_level == 4 else "3.1",
             clean_session=s.clean,
             connected=s.online,
+            node=s.node,
             in_flight=s.in_flight,
             queued=(d.depth if (d := depths.get(s.queue)) is not None else 0),
             queue=s.queue,
@@ -59,14 +63,45 @@ def list_sessions(_: ViewerToken, svc: Svc) -> list[MqttSession]:
     return session_out(svc, found)
 
 
+def nodes_out(svc: Services) -> list[MqttNode]:
+    """The cluster view: each node, alive or not, with its clients and last heartbeat."""
+    with svc.qm.reading() as conn:
+        found = nodes.members(conn)
+    view = cluster.nodes(found, now_ms(), int(svc.settings.node_timeout * 1000))
+    return [
+        MqttNode(
+            name=n.name,
+            state=n.state,
+            clients=n.clients,
+            processes=n.processes,
+            last_heartbeat=n.last_heartbeat,
+            started_at=n.started_at,
+            address=n.address,
+        )
+        for n in view
+    ]
+
+
+@router.get(
+    "/nodes",
+    response_model=list[MqttNode],
+    summary="The nodes of the MQTT cluster",
+    description="One entry per node name (each `broker serve --mqtt` of one database): whether it is alive,"
+    " its connected clients and its last heartbeat. A node that stops heartbeating is declared dead"
+    " by another after `node_timeout` seconds, which releases its sessions.",
+)
+def list_nodes(_: ViewerToken, svc: Svc) -> list[MqttNode]:
+    return nodes_out(svc)
+
+
 @router.post(
     "/clients/{client_id:name}/disconnect",
     status_code=202,
     response_model=MqttSession,
     summary="Disconnect a connected MQTT client",
-    description="The listener holding the client closes its connection within a second; the client"
-    " did not send DISCONNECT, so its will is published. A persistent session stays (offline);"
-    " a clean one ends. The answer is the session as it was when the request was made.",
+    description="The listener holding the client, on whichever node, closes its connection within a"
+    " second; the client did not send DISCONNECT, so its will is published. A persistent session"
+    " stays (offline); a clean one ends. The answer is the session as it was when the request was made.",
     responses=responses(404),
 )
 def disconnect(token: OperatorToken, svc: Svc, request: Request, client_id: str = ClientId) -> MqttSession:

@@ -23,12 +23,12 @@ from admin_api.services import Svc
 from broker.network import inbound, links, manage, topology
 from broker.network.channel import SENDER_HEADER
 from queues.errors import MQError
-from queues.names import MAX_NAME_LENGTH
+from queues.names import MAX_NAME_LENGTH, NAME_PATTERN
 from queues.reasons import Reason
 
 router = APIRouter(prefix="/api/v1", tags=["network"])
 
-QMGR_NAME = r"^[A-Za-z0-9._/%]{1,48}$"
+QMGR_NAME = NAME_PATTERN
 NeighbourPath = Path(pattern=QMGR_NAME, examples=["QMB"])
 
 

@@ -46,11 +46,12 @@ from sqlalchemy import Engine
 from admin_api import accounts
 from broker import store
 from broker.bench.options import emit, log_file, positive
-from broker.bench.scratch import DEFAULT_PG_URL, libpq, scratch_database
+from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.service.provision import ensure_system_queues, prepare_database
 from broker.store.schema import subscriptions
 from queues import QueueManager, make_engine
+from queues.database import conninfo
 from queues.ids import now_ms
 
 DEFAULT_SUBSCRIPTIONS = 1_000_000
@@ -123,7 +124,7 @@ def insert_subscriptions(engine: Engine, count: int) -> float:
     started = time.perf_counter()
     now = now_ms()
     statement = f"COPY {subscriptions.name} ({', '.join(_COLUMNS)}) FROM STDIN"
-    with psycopg.connect(libpq(engine.url.render_as_string(hide_password=False))) as conn:
+    with psycopg.connect(conninfo(engine.url)) as conn:
         with conn.cursor() as cursor, cursor.copy(statement) as copy:
             for i in range(count):
                 row = store.subscription_row(_subscription(i, now))

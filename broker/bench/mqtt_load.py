@@ -14,6 +14,7 @@ reported, never folded into the total) and, when asked, the latency of each.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import time
 from collections.abc import Callable
@@ -66,17 +67,21 @@ class Connection(asyncio.Protocol):
         self.on_packets: Callable[[list[Packet]], None] = self._queue
         self.on_lost: Callable[[], None] = lambda: None
         self.lost = False
+        self.present = False  # the CONNACK's session present
         self.writable = asyncio.Event()
         self.writable.set()
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, keepalive: int = 60) -> Connection:
+    async def open(
+        cls, host: str, port: int, client_id: str, keepalive: int = 60, *, clean: bool = True
+    ) -> Connection:
         loop = asyncio.get_running_loop()
         _, connection = await asyncio.wait_for(loop.create_connection(cls, host, port), CONNECT_SECONDS)
-        connection.send(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, True, keepalive))
+        connection.send(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, clean, keepalive))
         answer = await connection.next_packet(f"{client_id}: CONNACK")
         if not isinstance(answer, ConnAck) or answer.return_code:
             raise RuntimeError(f"{client_id}: CONNECT answered {answer}")
+        connection.present = answer.session_present
         return connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -265,14 +270,18 @@ class SubscriberResult:
     cpu: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     error: str = ""
+    in_window: int = 0  # PUBLISHes received before the window's end (a flood's measuring window)
 
 
 class _Subscriber:
     """Counts deliveries and answers the server's QoS 1 / 2 handshakes, one write per read."""
 
-    def __init__(self, connection: Connection, spec: SubscriberSpec) -> None:
+    def __init__(
+        self, connection: Connection, spec: SubscriberSpec, window: Synchronized[float] | None
+    ) -> None:
         self.connection = connection
         self.spec = spec
+        self.window = window  # wall clock of the measuring window's end, once set (else 0)
         self.seen: set[bytes] = set()
         self.result = SubscriberResult()
         connection.on_packets = self.received
@@ -280,11 +289,14 @@ class _Subscriber:
     def received(self, packets: list[Packet]) -> None:
         result, seen = self.result, self.seen
         now = time.time_ns()
+        window_end = self.window.value if self.window is not None else 0.0
+        counted = 0 < now / 1e9 <= window_end
         answers = []
         for packet in packets:
             if isinstance(packet, Publish):
                 result.last = now / 1e9
                 result.received += 1
+                result.in_window += counted
                 seen.add(packet.payload[8:16])
                 if self.spec.latency:
                     result.latencies_ms.append((now - STAMP.unpack_from(packet.payload)[0]) / 1e6)
@@ -316,7 +328,12 @@ class _Subscriber:
 
 
 async def _subscribe(
-    spec: SubscriberSpec, number: int, ready: Callable[[], None], done: Event, published: Synchronized[int]
+    spec: SubscriberSpec,
+    number: int,
+    ready: Callable[[], None],
+    done: Event,
+    published: Synchronized[int],
+    window: Synchronized[float] | None,
 ) -> SubscriberResult:
     client_id = f"bench-sub-{number}-{spec.run}"
     connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
@@ -324,7 +341,7 @@ async def _subscribe(
     answer = await connection.next_packet(f"{client_id}: SUBACK")
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):
         raise RuntimeError(f"SUBSCRIBE {FILTER} at QoS {spec.qos} answered {answer}")
-    subscriber = _Subscriber(connection, spec)
+    subscriber = _Subscriber(connection, spec, window)
     ready()
     result = await subscriber.wait(done, published)
     await connection.close()
@@ -332,11 +349,15 @@ async def _subscribe(
 
 
 async def _subscribers(
-    spec: SubscriberSpec, ready_queue: Queue[Any], done: Event, published: Synchronized[int]
+    spec: SubscriberSpec,
+    ready_queue: Queue[Any],
+    done: Event,
+    published: Synchronized[int],
+    window: Synchronized[float] | None,
 ) -> list[SubscriberResult]:
     return await asyncio.gather(
         *(
-            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published)
+            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published, window)
             for number in spec.subscribers
         )
     )
@@ -356,13 +377,19 @@ def publisher_process(spec: PublisherSpec, results: Queue[Any]) -> None:
 
 
 def subscriber_process(
-    spec: SubscriberSpec, ready: Queue[Any], done: Event, published: Synchronized[int], results: Queue[Any]
+    spec: SubscriberSpec,
+    ready: Queue[Any],
+    done: Event,
+    published: Synchronized[int],
+    results: Queue[Any],
+    window: Synchronized[float] | None = None,
 ) -> None:
     """Subscribers until the publishers are ``done``; ``published`` then says how many
-    publications each subscriber should have received."""
+    publications each subscriber should have received. ``window``: the end of a measuring
+    window (wall clock), counted in each result's ``in_window``."""
     cpu = time.process_time()
     try:
-        found = asyncio.run(_subscribers(spec, ready, done, published))
+        found = asyncio.run(_subscribers(spec, ready, done, published, window))
     except Exception as error:
         ready.put("failed")
         results.put(("subscriber", [SubscriberResult(error=f"{type(error).__name__}: {error}")]))
@@ -371,6 +398,86 @@ def subscriber_process(
     for result in found:
         result.cpu = share
     results.put(("subscriber", found))
+
+
+# --- a probe ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    host: str
+    port: int
+    client_id: str
+    interval: float = 0.02  # seconds between a round trip's end and the next one's start
+
+
+@dataclass(slots=True)
+class ProbeResult:
+    round_trips_ms: list[float] = field(default_factory=list)
+    unanswered: int = 0  # round trips still waiting when the probe was stopped
+    error: str = ""
+
+
+async def _probe(spec: ProbeSpec, ready: Callable[[], None], stop: Event) -> ProbeResult:
+    """QoS 1 to its own subscription: each round trip is the PUBLISH to the server and the
+    delivery back (the client that a flood must not keep waiting)."""
+    connection = await Connection.open(spec.host, spec.port, spec.client_id, keepalive=NO_KEEPALIVE)
+    own = f"probe/{spec.client_id}"
+    connection.send(Subscribe(1, ((own, 1),)))
+    if not isinstance(await connection.next_packet("probe SUBACK"), SubAck):
+        raise RuntimeError("the probe's SUBSCRIBE was refused")
+    back = asyncio.Event()
+    result = ProbeResult()
+
+    def received(packets: list[Packet]) -> None:
+        for packet in packets:
+            if isinstance(packet, Publish):
+                connection.send(PubAck(packet.packet_id or 0))
+                back.set()
+
+    connection.on_packets = received
+    ready()
+    packet_id = 0
+    while not stop.is_set():
+        packet_id = packet_id % 0xFFFF + 1
+        back.clear()
+        sent = time.perf_counter()
+        connection.send(Publish(own, b"probe", 1, packet_id=packet_id))
+        while not back.is_set() and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(back.wait(), 0.1)
+        if back.is_set():
+            result.round_trips_ms.append((time.perf_counter() - sent) * 1000)
+        else:
+            result.unanswered += 1
+        await asyncio.sleep(spec.interval)
+    await connection.close()
+    return result
+
+
+def probe_process(spec: ProbeSpec, ready: Queue[Any], stop: Event, results: Queue[Any]) -> None:
+    try:
+        result = asyncio.run(_probe(spec, lambda: ready.put("ready"), stop))
+    except Exception as error:
+        ready.put("failed")
+        result = ProbeResult(error=f"{type(error).__name__}: {error}")
+    results.put(("probe", result))
+
+
+async def first_answer(host: str, port: int, client_id: str) -> float:
+    """Seconds a new client waits to be connected, subscribed and have one QoS 1 publication
+    to itself acknowledged and delivered."""
+    started = time.perf_counter()
+    connection = await Connection.open(host, port, client_id, keepalive=NO_KEEPALIVE)
+    connection.send(Subscribe(1, ((f"probe/{client_id}", 1),)))
+    await connection.next_packet("SUBACK")
+    connection.send(Publish(f"probe/{client_id}", b"hello", 1, packet_id=1))
+    answers = {type(await connection.next_packet("PUBACK and PUBLISH")) for _ in range(2)}
+    if answers != {PubAck, Publish}:
+        raise RuntimeError(f"a new client's QoS 1 publication answered {answers}")
+    seconds = time.perf_counter() - started
+    await connection.close()
+    return seconds
 
 
 # --- idle connections -------------------------------------------------------------------------

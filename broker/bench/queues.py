@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 import migrations
 from broker.bench.options import DATABASES, emit, numbers, positive
 from queues import Message, QueueManager, make_engine
+from queues.database import conninfo
 from queues.definition import MAX_MAX_DEPTH
 from queues.schema import MESSAGE_COLUMNS, Id, messages
 
@@ -169,10 +170,6 @@ def _create_ceiling_table(engine: Engine) -> None:
     bare.create(engine)
 
 
-def _libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 @contextmanager
 def _sqlite() -> Iterator[tuple[Engine, Callable[[], Ceiling]]]:
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as directory:
@@ -186,14 +183,14 @@ def _sqlite() -> Iterator[tuple[Engine, Callable[[], Ceiling]]]:
 @contextmanager
 def _postgres(pg_url: str) -> Iterator[tuple[Engine, Callable[[], Ceiling]]]:
     name = f"broker_bench_{os.getpid()}"
-    admin = _libpq(pg_url)
+    admin = conninfo(pg_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     engine = make_engine(url)
     try:
-        yield engine, lambda: PostgresCeiling(_libpq(url))
+        yield engine, lambda: PostgresCeiling(conninfo(url))
     finally:
         engine.dispose()
         with psycopg.connect(admin, autocommit=True) as conn:

@@ -14,13 +14,10 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
+from queues.database import conninfo
+
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 _SERIALS = itertools.count()
-
-
-def libpq(url: str) -> str:
-    """A SQLAlchemy URL as a libpq connection string (no driver suffix)."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 @contextmanager
@@ -31,7 +28,7 @@ def scratch_database(kind: str, pg_url: str = DEFAULT_PG_URL, label: str = "benc
             yield f"sqlite:///{Path(directory) / 'bench.db'}"
         return
     name = f"broker_{label}_{os.getpid()}_{next(_SERIALS)}"  # several may be in use at once
-    admin = libpq(pg_url)
+    admin = conninfo(pg_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')

@@ -71,9 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        # The reader went away (``broker get Q | head``): nothing more can be written, and a
-        # message being got went back to its queue with the unit of work.
+        # The reader went away (``broker queue list | head -2``): nothing more can be written.
+        # It had what it wanted, unless a message was being got (``broker get Q | head``),
+        # which went back to its queue with the unit of work.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not getattr(args, "gets", False):
+            return EXIT_OK
         print(
             "the output was closed before all of it was written (a message being got stays on its queue)",
             file=sys.stderr,

@@ -8,10 +8,11 @@ its next batch.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from broker.cli.context import EXIT_MQ_ERROR, Context
+from queues.errors import MQError
+from queues.reasons import Reason
 
 if TYPE_CHECKING:
     from broker.core.authority import AclRule
@@ -25,7 +26,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     listing = sub.add_parser("list", help="subscriptions, filtered and paged")
     listing.add_argument("--topic", help="MQ pattern the subscription topic must match")
     listing.add_argument("--queue")
-    listing.add_argument("--qmgr")
+    listing.add_argument("--qmgr", dest="subscriber_qmgr", help="subscriber queue manager")
     listing.add_argument("--user")
     listing.add_argument("--sub-point")
     listing.add_argument("--limit", type=int, default=100)
@@ -87,7 +88,7 @@ def list_subscriptions(ctx: Context) -> None:
 
     a = ctx.args
     where = store.SubscriptionFilter(
-        topic=a.topic, sub_point=a.sub_point, queue=a.queue, q_mgr=a.qmgr, user_id=a.user
+        topic=a.topic, sub_point=a.sub_point, queue=a.queue, q_mgr=a.subscriber_qmgr, user_id=a.user
     )
     with ctx.qm.reading() as conn:
         page = store.list_subscriptions(conn, where, after_id=a.after, limit=a.limit)
@@ -141,12 +142,12 @@ def _rule_text(rule: AclRule) -> str:
 
 def add_rule(ctx: Context) -> None:
     from broker import store
-    from broker.core.authority import AclRule, Permission, PrincipalKind
+    from broker.core.authority import AclRule, Permission, PrincipalKind, check_principal
     from broker.store.acl import rule_json
 
     a = ctx.args
     rule = AclRule(
-        principal=a.principal,
+        principal=check_principal(a.principal),
         kind=PrincipalKind.GROUP if a.group else PrincipalKind.USER,
         pattern=a.topic,
         permission=Permission(a.permission),
@@ -175,8 +176,7 @@ def remove_rule(ctx: Context) -> None:
     with ctx.qm.engine.begin() as conn:
         removed = store.remove_acl_rule(conn, ctx.args.rule_id)
     if not removed:
-        print(f"no rule #{ctx.args.rule_id}", file=sys.stderr)
-        raise SystemExit(EXIT_MQ_ERROR)
+        raise MQError(Reason.MQRC_UNKNOWN_OBJECT_NAME, f"no rule #{ctx.args.rule_id}")
     ctx.emit({"removed": ctx.args.rule_id}, f"removed rule #{ctx.args.rule_id}")
 
 
@@ -214,8 +214,12 @@ def check_rule(ctx: Context) -> None:
 
 def change_group(ctx: Context) -> None:
     from broker import store
+    from broker.core.authority import check_principal
 
     a = ctx.args
+    if a.member:  # a membership that cannot exist can still be removed
+        check_principal(a.group)
+        check_principal(a.user)
     with ctx.qm.engine.begin() as conn:
         changed = store.set_group_member(conn, a.group, a.user, a.member)
     verb = "added to" if a.member else "removed from"

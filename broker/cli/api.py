@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from broker.cli.context import Context
-from broker.cli.serve import add_listen_flags, api_tls
+from broker.cli.serve import add_listen_flags, api_socket, api_tls
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +29,6 @@ def run(ctx: Context) -> None:
     from admin_api import create_app
     from admin_api.server import serve
 
-    settings = ctx.settings
     tls = api_tls(ctx)
-    host, port = ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
-    serve(create_app(ctx.qm, settings), host, port, tls=tls)
+    app = create_app(ctx.qm, ctx.settings)
+    serve(app, api_socket(ctx), tls=tls)

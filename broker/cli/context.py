@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.service.config import Settings, load_settings
 from queues.errors import MQError
+from queues.reasons import Reason
 
 if TYPE_CHECKING:
     from queues import QueueManager
@@ -66,17 +68,58 @@ class Context:
     def _engine(self) -> Any:
         from queues import make_engine  # SQLAlchemy: only for commands that use the database
 
-        return make_engine(self.settings.database_url, sqlite_synchronous=self.settings.sqlite_synchronous)
+        url = self.settings.database_url
+        if not getattr(self.args, "creates_database", False):
+            _refuse_missing(url)
+        return make_engine(
+            url,
+            sqlite_synchronous=self.settings.sqlite_synchronous,
+            busy_timeout_ms=self.settings.sqlite_busy_timeout_ms,
+        )
 
     def engine(self) -> Any:
-        """One engine per invocation, shared by every step and disposed of at the end."""
+        """One engine per invocation, shared by every step and disposed of at the end. Only
+        the commands that make a database ready (``set_defaults(creates_database=True)``)
+        may open a SQLite file that is not there: for any other, a missing file is a command
+        run in the wrong directory or with the wrong ``--db``, never a new queue manager."""
         return self._engine
 
     @cached_property
     def qm(self) -> QueueManager:
         from queues import QueueManager
 
-        return QueueManager(self.engine(), appl_name="broker", turn_timeout=self.settings.turn_timeout)
+        qm = QueueManager(self.engine(), appl_name="broker", turn_timeout=self.settings.turn_timeout)
+        try:
+            self.check_qmgr(qm.name)
+        except MQError:
+            qm.close()
+            raise
+        return qm
+
+    def check_qmgr(self, stored: str | None) -> None:
+        """The database names its queue manager; a name the settings give explicitly (flag,
+        environment or file) must agree with it, and none is needed (``docs/decisions.md``)."""
+        asked = dict(self.settings.sources).get("qmgr_name")
+        if asked is None or stored is None or stored == self.settings.qmgr_name:
+            return
+        where = {"flags": "--qmgr", "environment": "BROKER_QMGR_NAME"}.get(asked, f"qmgr_name in the {asked}")
+        raise MQError(
+            Reason.MQRC_Q_MGR_NAME_ERROR,
+            f"this database belongs to queue manager {stored!r}, not {self.settings.qmgr_name!r} ({where}): "
+            "leave the name out, the database knows it",
+        )
+
+    def prepare_database(self) -> str:
+        """Migrate the database (creating it if need be) and name its queue manager: the name
+        it has, else the ``qmgr_name`` setting. Returns the name."""
+        from broker.service.provision import prepare_database
+        from queues import QueueManager
+
+        stored = QueueManager.stored_name(self.engine())
+        self.check_qmgr(stored)
+        name = stored or self.settings.qmgr_name
+        prepare_database(self.engine(), name)
+        return name
 
     def close(self) -> None:
         if "qm" in self.__dict__:
@@ -91,6 +134,19 @@ class Context:
         else:
             print(text if text is not None else value)
         sys.stdout.flush()  # a closed pipe is found here, while a message being got can go back
+
+
+def _refuse_missing(url: str) -> None:
+    """Refuse a SQLite file that is not there (2059), naming where it was looked for."""
+    from queues.database import sqlite_file
+
+    path = sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        raise MQError(
+            Reason.MQRC_Q_MGR_NOT_AVAILABLE,
+            f"no database at {path}: name the queue manager's database with --db URL or "
+            "BROKER_DATABASE_URL ('broker db upgrade' or 'broker serve' creates a new one)",
+        )
 
 
 @contextmanager

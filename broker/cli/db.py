@@ -14,7 +14,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "upgrade", help="migrate to the newest schema, name the queue manager and define the broker's queues"
     )
     up.add_argument("revision", nargs="?", default="head")
-    up.set_defaults(handler=upgrade)
+    up.set_defaults(handler=upgrade, creates_database=True)
     down = sub.add_parser("downgrade", help="migrate down to REVISION ('base' empties the database)")
     down.add_argument("revision")
     down.set_defaults(handler=downgrade)
@@ -27,18 +27,19 @@ def upgrade(ctx: Context) -> None:
 
     import migrations
     from broker.service.config import broker_config
-    from broker.service.provision import ensure_system_queues, prepare_database
+    from broker.service.provision import ensure_system_queues
+    from queues import QueueManager
 
     engine = ctx.engine()
     if ctx.args.revision == "head":
-        prepare_database(engine, ctx.settings.qmgr_name)
+        name = ctx.prepare_database()
         # the broker's own queues too, so that commands can be sent before it first starts
-        ensure_system_queues(ctx.qm, broker_config(ctx.settings.qmgr_name, ctx.settings).streams)
+        ensure_system_queues(ctx.qm, broker_config(name, ctx.settings).streams)
     else:
         migrations.upgrade(engine, ctx.args.revision)
     # str() of a URL masks its password, which has no business on a terminal.
     ctx.emit(
-        {"revision": migrations.current(engine), "qmgr": ctx.settings.qmgr_name},
+        {"revision": migrations.current(engine), "qmgr": QueueManager.stored_name(engine)},
         f"database at revision {migrations.current(engine)} ({make_url(ctx.settings.database_url)})",
     )
 

@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     get.add_argument("--msg-id", help="get the message with this MsgId")
     get.add_argument("--correl-id", help="get the message with this CorrelId")
     get.add_argument("--json", action="store_true", help="print JSON")
-    get.set_defaults(handler=get_message)
+    get.set_defaults(handler=get_message, gets=True)
 
     browse = commands.add_parser("browse", help="show messages without removing them (like amqsbcg)")
     browse.add_argument("queue")

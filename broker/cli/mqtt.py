@@ -1,8 +1,8 @@
-"""``broker mqtt ...``: MQTT principals' passwords, the stored sessions, and an operator's
-disconnect of a client or deletion of a session.
+"""``broker mqtt ...``: MQTT principals' passwords, the stored sessions, the nodes of the
+cluster, and an operator's disconnect of a client or deletion of a session.
 
-A password is read from the terminal (or one line of standard input with
-``--password-stdin``) and stored only as a salted scrypt hash. Disconnect and delete are
+A password is read from the terminal (or one line of standard input, when that is not a
+terminal or with ``--password-stdin``) and stored only as a salted scrypt hash. Disconnect and delete are
 requests to the MQTT listener through the database (``broker.store.mqtt_requests``), as
 the admin API makes them: the listener may run in another process.
 """
@@ -13,10 +13,26 @@ import argparse
 import getpass
 import sys
 
-from broker.cli.context import EXIT_MQ_ERROR, EXIT_USAGE, Context
+from broker.cli.context import EXIT_USAGE, Context
+from broker.cli.tables import table
+from queues.errors import MQError
 from queues.formatting import local_time
+from queues.reasons import Reason
 
-MAX_USER_ID = 12  # the MQMD UserIdentifier the broker's authority checks compare
+SESSION_COLUMNS = (
+    "CLIENT ID",
+    "USER",
+    "ONLINE",
+    "NODE",
+    "CLEAN",
+    "VERSION",
+    "IN FLIGHT",
+    "DROPPED",
+    "REFUSED",
+    "ADDRESS",
+    "SINCE",
+)
+COUNTS = ("IN FLIGHT", "DROPPED", "REFUSED")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +40,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub = mqtt.add_subparsers(dest="mqtt_command", required=True, metavar="COMMAND")
     passwd = sub.add_parser("passwd", help="set (or create) an MQTT principal's password")
     passwd.add_argument("user", help="the principal: its ACL rules are the broker's (12 characters at most)")
-    passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    passwd.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from standard input (the default when it is not a terminal)",
+    )
     passwd.set_defaults(handler=set_password)
     users = sub.add_parser("users", help="the MQTT principals")
     users.set_defaults(handler=list_users)
@@ -33,6 +53,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     remove.set_defaults(handler=remove_user)
     sessions = sub.add_parser("sessions", help="the stored MQTT sessions (connected or persistent)")
     sessions.set_defaults(handler=list_sessions)
+    nodes = sub.add_parser(
+        "nodes", help="the nodes of the MQTT cluster: their clients, last heartbeat, state"
+    )
+    nodes.set_defaults(handler=list_nodes)
     disconnect = sub.add_parser(
         "disconnect", help="close a connected client's connection (its will is published)"
     )
@@ -50,7 +74,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _password(ctx: Context) -> bytes:
-    if ctx.args.password_stdin:
+    """Asked twice on the terminal; one line of standard input when that is not a terminal
+    (``echo secret | broker mqtt passwd USER``) or with ``--password-stdin``."""
+    if ctx.args.password_stdin or not sys.stdin.isatty():
         return sys.stdin.readline().rstrip("\r\n").encode("utf-8")
     first = getpass.getpass("password: ")
     if getpass.getpass("again: ") != first:
@@ -60,19 +86,15 @@ def _password(ctx: Context) -> bytes:
 
 
 def set_password(ctx: Context) -> None:
-    from broker.service.provision import prepare_database
+    from broker.core.authority import check_principal
     from broker.store import mqtt
     from queues.ids import now_ms
 
-    user = ctx.args.user
-    if not 0 < len(user) <= MAX_USER_ID:
-        print(f"a principal has 1 to {MAX_USER_ID} characters: {user!r}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+    user = check_principal(ctx.args.user)
     password = _password(ctx)
     if not password:
         print("the password is empty", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
-    prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     with ctx.qm.unit_of_work() as uow:
         mqtt.set_password(uow.connection, user, password, now_ms())
     ctx.emit({"user": user}, f"password of MQTT principal {user} set")
@@ -93,8 +115,7 @@ def remove_user(ctx: Context) -> None:
     with ctx.qm.unit_of_work() as uow:
         removed = mqtt.delete_principal(uow.connection, ctx.args.user)
     if not removed:
-        print(f"no MQTT principal {ctx.args.user}", file=sys.stderr)
-        raise SystemExit(EXIT_MQ_ERROR)
+        raise MQError(Reason.MQRC_UNKNOWN_OBJECT_NAME, f"no MQTT principal {ctx.args.user}")
     ctx.emit({"user": ctx.args.user}, f"MQTT principal {ctx.args.user} removed")
 
 
@@ -127,14 +148,20 @@ def list_sessions(ctx: Context) -> None:
 
     with ctx.qm.reading() as conn:
         found = mqtt.list_sessions(conn)
-    lines = [
-        f"{'CLIENT ID':<24}  {'USER':<12}  {'ONLINE':<6}  {'CLEAN':<5}  {'VERSION':<7}  {'IN FLIGHT':>9}  "
-        f"{'DROPPED':>7}  {'REFUSED':>7}  {'ADDRESS':<21}  SINCE"
-    ]
-    lines += [
-        f"{s.client_id:<24}  {s.user_id:<12}  {_yes(s.online):<6}  {_yes(s.clean):<5}  "
-        f"{'3.1.1' if s.protocol_level == 4 else '3.1':<7}  {s.in_flight:>9}  {s.dropped:>7}  "
-        f"{s.refused:>7}  {s.address:<21}  {local_time(s.connected_at)}"
+    rows = [
+        [
+            s.client_id,
+            s.user_id,
+            _yes(s.online),
+            s.node,
+            _yes(s.clean),
+            "3.1.1" if s.protocol_level == 4 else "3.1",
+            s.in_flight,
+            s.dropped,
+            s.refused,
+            s.address,
+            local_time(s.connected_at),
+        ]
         for s in found
     ]
     ctx.emit(
@@ -143,6 +170,7 @@ def list_sessions(ctx: Context) -> None:
                 "client_id": s.client_id,
                 "user": s.user_id,
                 "online": s.online,
+                "node": s.node,
                 "in_flight": s.in_flight,
                 "dropped": s.dropped,
                 "refused": s.refused,
@@ -155,6 +183,36 @@ def list_sessions(ctx: Context) -> None:
                 "connected_at": s.connected_at,
             }
             for s in found
+        ],
+        table(SESSION_COLUMNS, rows, right=COUNTS),
+    )
+
+
+def list_nodes(ctx: Context) -> None:
+    from broker.core.cluster import nodes
+    from broker.store import nodes as members
+    from queues.ids import now_ms
+
+    with ctx.qm.reading() as conn:
+        found = nodes(members.members(conn), now_ms(), int(ctx.settings.node_timeout * 1000))
+    lines = [f"{'NODE':<24}  {'STATE':<6}  {'CLIENTS':>7}  {'PROCESSES':>9}  {'LAST HEARTBEAT':<29}  ADDRESS"]
+    lines += [
+        f"{n.name:<24}  {n.state:<6}  {n.clients:>7}  {n.processes:>9}  {local_time(n.last_heartbeat):<29}  "
+        f"{n.address}"
+        for n in found
+    ]
+    ctx.emit(
+        [
+            {
+                "node": n.name,
+                "state": n.state,
+                "clients": n.clients,
+                "processes": n.processes,
+                "last_heartbeat": n.last_heartbeat,
+                "started_at": n.started_at,
+                "address": n.address,
+            }
+            for n in found
         ],
         "\n".join(lines),
     )

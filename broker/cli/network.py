@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from broker.cli.context import Context
+from broker.cli.context import EXIT_USAGE, Context
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,8 +21,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add.add_argument("name", help="the neighbour's queue manager name")
     add.add_argument("--url", required=True, help="the neighbour's admin API base URL, e.g. http://host:8080")
-    add.add_argument(
-        "--token", required=True, help="the link's shared secret (same on both sides, >= 16 chars)"
+    secret = add.add_mutually_exclusive_group(required=True)
+    secret.add_argument(
+        "--token",
+        help="the link's shared secret (same on both sides, >= 16 chars); it shows in the process "
+        "list: prefer --token-file",
+    )
+    secret.add_argument(
+        "--token-file", metavar="FILE", help="a file holding the link's secret ('-': standard input)"
     )
     add.add_argument(
         "--no-topology-check", action="store_true", help="skip the cycle check (when a neighbour is down)"
@@ -42,14 +49,23 @@ def add_neighbour(ctx: Context) -> None:
     from broker.network import manage
 
     a = ctx.args
-    link, warning = manage.add_neighbour(
-        ctx.qm, a.name, a.url, a.token, check_topology=not a.no_topology_check
-    )
+    token = a.token if a.token is not None else _read_secret(a.token_file)
+    link, warning = manage.add_neighbour(ctx.qm, a.name, a.url, token, check_topology=not a.no_topology_check)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     ctx.emit(
         {"name": link.name, "url": link.url, "warning": warning}, f"neighbour {link.name} added ({link.url})"
     )
+
+
+def _read_secret(path: str) -> str:
+    """The secret in ``path`` (``-``: standard input), without the line end a file ends with."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"cannot read --token-file: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    return text.strip()
 
 
 def list_neighbours(ctx: Context) -> None:

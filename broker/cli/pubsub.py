@@ -53,7 +53,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _subscriber(parser: argparse.ArgumentParser, topics_required: bool = True) -> None:
     parser.add_argument("--topic", action="append", required=topics_required, default=[], help="repeatable")
     parser.add_argument("--queue", help="subscriber queue (QName)")
-    parser.add_argument("--qmgr", help="subscriber queue manager (QMgrName)")
+    # Its own dest: the global --qmgr is the queue manager the database must belong to.
+    parser.add_argument("--qmgr", dest="subscriber_qmgr", help="subscriber queue manager (QMgrName)")
     parser.add_argument("--sub-point", help="subscription point (default: the default one)")
     parser.add_argument("--sub-name", help="SubName")
     parser.add_argument("--sub-identity", help="SubIdentity (identity sets)")
@@ -117,7 +118,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     receive.add_argument("queue")
     receive.add_argument("--wait", type=float, default=0.0, help="seconds to wait")
     receive.add_argument("--json", action="store_true", help="print JSON")
-    receive.set_defaults(handler=receive_publication)
+    receive.set_defaults(handler=receive_publication, gets=True)
 
 
 def _client(ctx: Context) -> BrokerClient:
@@ -135,7 +136,8 @@ def _answer(ctx: Context, response: BrokerResponse | None) -> None:
         {
             "completion": response.completion,
             "responses": [
-                {"reason": i.reason, "topic": i.topic, "parameter": i.parameter} for i in response.items
+                {"reason": i.reason, "topic": i.topic, "parameter": i.parameter, "detail": i.detail}
+                for i in response.items
             ],
             "attributes": [list(a) for a in response.attributes],
             "hints": hints,
@@ -148,7 +150,7 @@ def _answer(ctx: Context, response: BrokerResponse | None) -> None:
 
 def _hint(args: argparse.Namespace, reason: int, parameter: str | None) -> str | None:
     """What a newcomer does next about a refusal the reason alone does not explain."""
-    queue, qmgr = getattr(args, "queue", None), getattr(args, "qmgr", None)
+    queue, qmgr = getattr(args, "queue", None), getattr(args, "subscriber_qmgr", None)
     if reason == 3076 and parameter == "QName" and queue:  # MQRCCF_Q_NAME_ERROR
         return f"the queue {queue} is not defined on this broker: broker queue define {queue}"
     if reason == 3074 and qmgr:  # MQRCCF_Q_MGR_NAME_ERROR
@@ -222,7 +224,7 @@ def _registration(ctx: Context, options: RegOpt) -> dict[str, Any]:
         options |= RegOpt.CorrelAsId
     return {
         "queue": args.queue,
-        "q_mgr": args.qmgr,
+        "q_mgr": args.subscriber_qmgr,
         "sub_point": args.sub_point,
         "sub_name": args.sub_name,
         "options": options,

@@ -134,6 +134,11 @@ def delete_queue(ctx: Context) -> None:
                 raise MQError(response.items[0].reason, f"the broker refused: {response.describe()}")
 
         count = subscriber_queues.delete_queue(
-            ctx.qm, args.name, purge=args.purge, force=args.force, deregister=deregister
+            ctx.qm,
+            args.name,
+            purge=args.purge,
+            force=args.force,
+            deregister=deregister,
+            force_option="--force",
         )
     ctx.emit({"queue": args.name, "deleted": True, "purged": count}, f"queue {args.name} deleted")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from broker.cli.context import Context
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from broker.service.mqtt import Endpoint, MqttThread
@@ -70,21 +71,44 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     serve.add_argument("--api", action="store_true", help="also serve the admin REST API (see 'broker api')")
     add_listen_flags(serve)
-    serve.set_defaults(handler=run)
+    serve.set_defaults(handler=run, creates_database=True)
 
 
 def run(ctx: Context) -> None:
     from broker.service import router_pool
-    from broker.service.provision import prepare_database
-    from broker.service.router import RoutingService
+    from broker.service.mqtt import transports
 
     router_pool.check(ctx.settings)
-    from broker.service.mqtt.transports import endpoints as mqtt_endpoints
-
-    # Addresses and TLS files are checked before anything starts: one line if they are wrong.
-    endpoints = mqtt_endpoints(ctx.settings)
+    # Addresses and TLS files are checked, and every port bound, before anything starts: one
+    # line if one is wrong or taken.
+    endpoints = transports.endpoints(ctx.settings)
     tls = api_tls(ctx) if ctx.args.api else None
-    prepare_database(ctx.engine(), ctx.settings.qmgr_name)
+    endpoints = transports.bind(endpoints, shared=ctx.settings.mqtt_processes > 1)
+    api: socket.socket | None = None
+    try:
+        api = api_socket(ctx) if ctx.args.api else None
+        _run(ctx, endpoints, api, tls)
+    finally:  # those that were served are closed already
+        transports.close(endpoints)
+        if api is not None:
+            api.close()
+
+
+def api_socket(ctx: Context) -> socket.socket:
+    """The admin API's listening socket, bound (``--host``/``--port``, else the settings)."""
+    from admin_api.server import listening_socket  # uvicorn: only for the API
+
+    return listening_socket(ctx.args.host or ctx.settings.api_host, ctx.args.port or ctx.settings.api_port)
+
+
+def _run(
+    ctx: Context, endpoints: list[Endpoint], api: socket.socket | None, tls: ssl.SSLContext | None
+) -> None:
+    """Make the database ready, then route (and serve MQTT and the API) until stopped."""
+    from broker.service import router_pool
+    from broker.service.router import RoutingService
+
+    ctx.prepare_database()
     service = RoutingService(ctx.qm, ctx.settings)
     pool = router_pool.RouterPool(ctx.settings)
     pool.start()
@@ -92,7 +116,7 @@ def run(ctx: Context) -> None:
     try:
         listener = _mqtt(ctx, service, endpoints)
         listeners = _mqtt_processes(ctx, endpoints)
-        _serve(ctx, service, tls)
+        _serve(ctx, service, api, tls)
     finally:
         if listeners is not None:
             listeners.stop()
@@ -103,7 +127,8 @@ def run(ctx: Context) -> None:
 
 def _mqtt(ctx: Context, service: RoutingService, endpoints: list[Endpoint]) -> MqttThread | None:
     """The MQTT listener on its own thread beside the routing loop, when configured (the
-    primary one, started before any other listener process: it marks sessions offline)."""
+    primary one, started before any other listener process: it releases its node's earlier
+    run's sessions)."""
     if not endpoints:
         return None
     from broker.service.mqtt import MqttThread
@@ -137,8 +162,10 @@ def api_tls(ctx: Context) -> ssl.SSLContext | None:
     return server_context(ctx.settings)
 
 
-def _serve(ctx: Context, service: RoutingService, tls: ssl.SSLContext | None) -> None:
-    if not ctx.args.api:
+def _serve(
+    ctx: Context, service: RoutingService, api: socket.socket | None, tls: ssl.SSLContext | None
+) -> None:
+    if api is None:
         service.install_signal_handlers()
         service.run()
         return
@@ -147,6 +174,4 @@ def _serve(ctx: Context, service: RoutingService, tls: ssl.SSLContext | None) ->
     from admin_api.server import serve
 
     app = create_app(ctx.qm, ctx.settings, metrics=service.metrics, started_at=service.started_at)
-    settings = ctx.settings
-    host, port = ctx.args.host or settings.api_host, ctx.args.port or settings.api_port
-    serve(app, host, port, router=service, tls=tls)
+    serve(app, api, router=service, tls=tls)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import sys
 from typing import TYPE_CHECKING
 
-from broker.cli.context import EXIT_MQ_ERROR, Context
+from broker.cli.context import Context
+from queues.errors import MQError
 from queues.formatting import local_time
 from queues.message import USER_ID_LENGTH
+from queues.reasons import Reason
 
 if TYPE_CHECKING:
     from admin_api.accounts import Token
@@ -75,9 +76,7 @@ def _audit(ctx: Context, token: Token, what: str) -> None:
 
 def create_token(ctx: Context) -> None:
     from admin_api import accounts
-    from broker.service.provision import prepare_database
 
-    prepare_database(ctx.engine(), ctx.settings.qmgr_name)
     principal = ctx.args.principal or getpass.getuser()[:USER_ID_LENGTH]
     with ctx.qm.unit_of_work() as uow:
         issued = accounts.create_token(uow.connection, ctx.args.role, principal)
@@ -114,7 +113,6 @@ def revoke_token(ctx: Context) -> None:
     with ctx.qm.unit_of_work() as uow:
         token = accounts.revoke_token(uow.connection, ctx.args.token_id, last_admin=ctx.args.force)
     if token is None:
-        print(f"no token #{ctx.args.token_id}", file=sys.stderr)
-        raise SystemExit(EXIT_MQ_ERROR)
+        raise MQError(Reason.MQRC_UNKNOWN_OBJECT_NAME, f"no token #{ctx.args.token_id}")
     _audit(ctx, token, "revoke")
     ctx.emit(token_json(token), f"token #{token.token_id} revoked")

@@ -55,6 +55,7 @@ bounded LRU per instance (``cache_size`` entries, 0 disables it). Without rules,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -74,6 +75,7 @@ from broker.core.topics import (
     split_levels,
 )
 from queues.errors import MQError
+from queues.message import USER_ID_LENGTH
 from queues.reasons import Reason
 
 DEFAULT_CACHE_SIZE = 65_536
@@ -88,6 +90,21 @@ class Permission(StrEnum):
 class PrincipalKind(StrEnum):
     USER = "user"
     GROUP = "group"
+
+
+PRINCIPAL = re.compile(rf"[!-~]{{1,{USER_ID_LENGTH}}}")
+
+
+def check_principal(principal: str) -> str:
+    """Refuse a principal that can never be a UserIdentifier (4005), so that no rule, group or
+    account names someone who cannot exist: a deny rule for nobody is false assurance."""
+    if PRINCIPAL.fullmatch(principal) is None:
+        raise MQError(
+            Reason.MQRCCF_ATTR_VALUE_ERROR,
+            f"principal {principal!r} must be 1 to {USER_ID_LENGTH} printable ASCII characters without"
+            " blanks: it is sent as the MQMD UserIdentifier",
+        )
+    return principal
 
 
 class AclError(MQError):

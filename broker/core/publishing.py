@@ -37,6 +37,7 @@ from broker.core.effects import (
 from broker.core.publication import Publication
 from broker.core.retained import RetainedPublication
 from broker.core.routing import Refused, Request, finish
+from broker.core.state import Recipient
 from broker.core.subscription import Identity, Subscription
 from broker.core.topics import is_wildcard
 from broker.protocol.brokerpath import BrokerPath
@@ -47,6 +48,8 @@ from queues.reasons import Reason
 
 _PUB_ON_REQ_ONLY = int(RegOpt.PubOnReqOnly)
 _NO_RETAINED = int(RegOpt.PubOnReqOnly | RegOpt.NewPubsOnly)
+# The publication options that decide who receives it.
+_DECIDING = int(PubOpt.Local | PubOpt.OtherSubsOnly | PubOpt.IsRetainedPub)
 
 
 def publisher_identity(command: Publish, message: Message, qmgr: str) -> Identity:
@@ -131,20 +134,87 @@ def _deliver(
 ) -> None:
     command = publication.command
     state = request.state
+    retained_copy = bool(command.options & PubOpt.IsRetainedPub)
+    expiry = request.message.expiry
+    recipients, expired = _recipients(request, publication.sub_point, publisher, topics)
+    for recipient in recipients:
+        sub = recipient.subscription
+        identity = sub.identity
+        matched = recipient.topics
+        if sub.is_proxy:
+            message = publication.to_neighbour(
+                identity.q_mgr,
+                matched,
+                publisher,
+                retained=retained_copy,
+                expiry=expiry,
+                user_id=state.config.user_id,
+            )
+            request.effects.append(Put(identity.queue, message, identity.q_mgr, FORWARD, matched[0]))
+        else:
+            to = publication.to_subscriber
+            build = partial(to, sub, identity, matched, retained=retained_copy, expiry=expiry)
+            q_mgr = "" if identity.q_mgr == state.qmgr else identity.q_mgr
+            if not q_mgr and identity.queue in state.direct:
+                request.effects.append(Deliver(identity.queue, build, matched[0]))
+            else:
+                request.effects.append(Put(identity.queue, build(), q_mgr, DELIVERY, matched[0]))
+    if expired:
+        _remove_expired(request, expired)
+
+
+def _recipients(
+    request: Request, sub_point: str, publisher: Identity, topics: tuple[str, ...]
+) -> tuple[list[Recipient], list[Subscription]]:
+    """Who receives the publication, and the expired subscriptions met on the way. What
+    decides the recipients (the topics, the options and path, the publisher's identity where
+    OtherSubsOnly compares it) is the key under which the state remembers them until a
+    subscription or the authority changes, when no subscription met can expire."""
+    options = request.command.options if request.command is not None else PubOpt(0)
+    path = request.path
+    key = (
+        sub_point,
+        topics,
+        int(options) & _DECIDING,
+        request.from_network,
+        publisher if options & PubOpt.OtherSubsOnly else None,
+        path.hops if path is not None else (),
+    )
+    state = request.state
+    remembered = state.remembered(key)
+    if remembered is not None:
+        return remembered, []
+    recipients, expired, timed = _decide(request, sub_point, publisher, topics)
+    if not timed:
+        state.remember(key, recipients)
+    return recipients, expired
+
+
+def _decide(
+    request: Request, sub_point: str, publisher: Identity, topics: tuple[str, ...]
+) -> tuple[list[Recipient], list[Subscription], bool]:
+    """Match, authorise and keep one subscription per identity (the first registered), in
+    registration order (so replays, and the Spark job, write subscriber queues in the same
+    order); the expired subscriptions met; whether any subscription met has an expiry."""
+    assert request.command is not None
+    options = request.command.options
+    state = request.state
     now = request.now
-    local_publication = bool(command.options & PubOpt.Local)
-    other_subscribers_only = bool(command.options & PubOpt.OtherSubsOnly)
+    local_publication = bool(options & PubOpt.Local)
+    other_subscribers_only = bool(options & PubOpt.OtherSubsOnly)
     passed = frozenset(request.path.hops) if request.path is not None else frozenset()
     may_subscribe = _subscriber_check(request)
-    retained_copy = bool(command.options & PubOpt.IsRetainedPub)
-    not_wanted = _NO_RETAINED if retained_copy else _PUB_ON_REQ_ONLY
+    not_wanted = _NO_RETAINED if options & PubOpt.IsRetainedPub else _PUB_ON_REQ_ONLY
     chosen: dict[Identity, tuple[Subscription, list[str]]] = {}
     expired: dict[object, Subscription] = {}
+    timed = False
     for topic in topics:
-        for sub in state.match(publication.sub_point, topic):
-            if sub.expired(now):
-                expired[sub.key] = sub
-                continue
+        for sub in state.match(sub_point, topic):
+            if sub.expires_at is not None:
+                timed = True
+                if sub.expires_at <= now:
+                    expired[sub.key] = sub
+                    continue
             if sub.options & not_wanted:
                 continue
             if sub.is_proxy:
@@ -165,29 +235,8 @@ def _deliver(
                     matched.append(topic)
                 if sub.seq < first.seq:
                     chosen[sub.identity] = (sub, matched)
-    expiry = request.message.expiry
-    for sub, matched in sorted(chosen.values(), key=lambda entry: delivery_order(entry[0])):
-        identity = sub.identity
-        if sub.is_proxy:
-            message = publication.to_neighbour(
-                identity.q_mgr,
-                tuple(matched),
-                publisher,
-                retained=retained_copy,
-                expiry=expiry,
-                user_id=state.config.user_id,
-            )
-            request.effects.append(Put(identity.queue, message, identity.q_mgr, FORWARD, matched[0]))
-        else:
-            to = publication.to_subscriber
-            build = partial(to, sub, identity, tuple(matched), retained=retained_copy, expiry=expiry)
-            q_mgr = "" if identity.q_mgr == state.qmgr else identity.q_mgr
-            if not q_mgr and identity.queue in state.direct:
-                request.effects.append(Deliver(identity.queue, build, matched[0]))
-            else:
-                request.effects.append(Put(identity.queue, build(), q_mgr, DELIVERY, matched[0]))
-    if expired:
-        _remove_expired(request, list(expired.values()))
+    ordered = sorted(chosen.values(), key=lambda entry: delivery_order(entry[0]))
+    return [Recipient(sub, tuple(matched)) for sub, matched in ordered], list(expired.values()), timed
 
 
 def _subscriber_check(request: Request) -> Callable[[str, str], bool]:

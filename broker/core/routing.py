@@ -105,7 +105,7 @@ def finish(request: Request, response: pscr.Response | None = None, detail: str 
 
 def refused(request: Request, refusal: Refused) -> Outcome:
     """The outcome of a command refused as a whole: nothing it asked for happens."""
-    item = pscr.ResponseItem(refusal.reason, refusal.topic, refusal.parameter)
+    item = pscr.ResponseItem(refusal.reason, refusal.topic, refusal.parameter, refusal.detail or None)
     response = pscr.error(item, request.psc_folder)
     effects: list[Effect] = []
     answer = reply(request.message, response, request.state.qmgr, request.now)

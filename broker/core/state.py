@@ -14,7 +14,7 @@ batch's later commands see its earlier ones and every shell stays in step.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,6 +24,17 @@ from broker.core.retained import RetainedPublication
 from broker.core.subscription import DEFAULT_SUB_POINT, Identity, Subscription, SubscriptionKey
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM, INTER_BROKER_QUEUE
 from broker.core.topics import TopicIndex, TopicTree
+
+MAX_REMEMBERED = 4096  # publications' recipients remembered (by topic and kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """A subscription a publication goes to, and the publication's topics it matched (in the
+    publication's order): one per subscriber identity, the one registered first."""
+
+    subscription: Subscription
+    topics: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +81,7 @@ class BrokerState:
         neighbours: Iterable[Neighbour] = (),
     ) -> None:
         self.config = config
-        self.authority = authority if authority is not None else Authority()
+        self._authority = authority if authority is not None else Authority()
         self.queues: QueueDirectory = queues if queues is not None else {}
         self.neighbours: dict[str, Neighbour] = {n.name: n for n in neighbours}
         self._subscriptions: dict[SubscriptionKey, Subscription] = {}
@@ -83,6 +94,30 @@ class BrokerState:
         # Local queues whose deliveries come as Deliver effects: a shell that hands publications
         # to their subscribers itself (the MQTT listener's connected clients) names them here.
         self.direct: Container[str] = frozenset()
+        # Who receives a publication, by what decides it (broker.core.publishing): the same
+        # until a subscription or the authority changes, which empties it.
+        self._recipients: dict[Hashable, list[Recipient]] = {}
+
+    @property
+    def authority(self) -> Authority:
+        return self._authority
+
+    @authority.setter
+    def authority(self, authority: Authority) -> None:
+        self._authority = authority
+        self._recipients.clear()
+
+    def remembered(self, key: Hashable) -> list[Recipient] | None:
+        """The recipients remembered for a publication that ``key`` decides (see
+        :meth:`remember`), or None."""
+        return self._recipients.get(key)
+
+    def remember(self, key: Hashable, recipients: list[Recipient]) -> None:
+        """Remember who receives a publication that ``key`` decides, until a subscription or
+        the authority changes: the next such publication is neither matched nor authorised."""
+        if len(self._recipients) >= MAX_REMEMBERED:
+            self._recipients.clear()
+        self._recipients[key] = recipients
 
     @property
     def qmgr(self) -> str:
@@ -166,6 +201,7 @@ class BrokerState:
             self.apply(effect)
 
     def _add(self, subscription: Subscription) -> None:
+        self._recipients.clear()
         key = subscription.key
         if key in self._subscriptions:
             self._remove(key)
@@ -183,6 +219,7 @@ class BrokerState:
         subscription = self._subscriptions.pop(key, None)
         if subscription is None:
             return
+        self._recipients.clear()
         if subscription.sub_name is not None and self._names.get(subscription.sub_name) == key:
             del self._names[subscription.sub_name]
         keys = self._by_identity[key.identity]

@@ -126,6 +126,12 @@ def _skip_multi_levels(pattern: Sequence[str], states: set[int]) -> set[int]:
 SYSTEM_PREFIX = "$"
 
 
+def server_topic(topic: str) -> bool:
+    """Whether ``topic`` is the server's own (first level ``$...``): no client publishes there
+    (MQTT 3.1.1 4.7.2), whatever the ACL allows."""
+    return topic.startswith(SYSTEM_PREFIX)
+
+
 def hidden_from(first_pattern_level: str, first_topic_level: str) -> bool:
     """Whether a system topic (first level ``$...``) escapes a pattern's wildcard first level."""
     return first_topic_level.startswith(SYSTEM_PREFIX) and first_pattern_level in (MULTI_LEVEL, SINGLE_LEVEL)

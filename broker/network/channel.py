@@ -208,13 +208,20 @@ class ChannelSupervisor:
             self.sent += messages
 
     def run(self, stop: threading.Event) -> None:
+        unreadable = ""  # the error the links were last read with, logged once
         while not stop.is_set():
             try:
                 with self.qm.reading() as conn:
                     wanted = {link.name for link in links.list_links(conn)}
             except MQError as exc:
-                log.warning("cannot read links", extra={"error": exc.detail})
+                if exc.detail != unreadable:
+                    log.warning("cannot read links", extra={"error": exc.detail})
+                unreadable = exc.detail
                 wanted = set(self.agents)
+            else:
+                if unreadable:
+                    log.info("links readable again")
+                unreadable = ""
             for name in wanted - self.agents.keys():
                 self._start(name)
             for name in self.agents.keys() - wanted:

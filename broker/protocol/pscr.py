@@ -8,9 +8,10 @@ error exactly one; for warning and error the original ``<psc>`` folder is
 returned as a separate NameValueData after ``<pscr>``, verbatim (it is the
 client's own folder, echoed, not ours to reformat).
 
-Extension: a ``<Response>`` may carry ``<Parameter>``, the name of the ``<psc>``
-element that failed (for example ``RegOpt``), after ``<Topic>``. IBM's response
-has no such element; IBM clients ignore elements they do not know.
+Extensions: a ``<Response>`` may carry ``<Parameter>``, the name of the ``<psc>``
+element that failed (for example ``RegOpt``), after ``<Topic>``, and then ``<Detail>``,
+why the broker refused the command, in words. IBM's response has neither element; IBM
+clients ignore elements they do not know.
 
 Text is escaped for element content: ``&``, ``<``, ``>`` always, and carriage
 return as ``&#13;`` so that parsers do not normalise it to a line feed.
@@ -47,7 +48,7 @@ WARNING = "warning"
 ERROR = "error"
 _COMPLETIONS = frozenset({OK, WARNING, ERROR})
 _RESERVED = frozenset({"Completion", "Response"})
-_ITEM_ELEMENTS = frozenset({"Reason", "Topic", "Parameter"})
+_ITEM_ELEMENTS = frozenset({"Reason", "Topic", "Parameter", "Detail"})
 _ELEMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _ROOT_NAME = re.compile(r"\s*<([A-Za-z_][A-Za-z0-9_.-]*)[\s/>]")
 _REASON = re.compile(r"-?[0-9]{1,10}")
@@ -63,11 +64,12 @@ class PscrError(MQError):
 
 @dataclass(frozen=True, slots=True)
 class ResponseItem:
-    """One ``<Response>``: a reason and, when known, the topic and element at fault."""
+    """One ``<Response>``: a reason and, when known, the topic and element at fault and why."""
 
     reason: int
     topic: str | None = None
     parameter: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ def to_folders(response: Response) -> tuple[str, ...]:
             parts += ("<Topic>", escape_text(item.topic), "</Topic>")
         if item.parameter is not None:
             parts += ("<Parameter>", escape_text(item.parameter), "</Parameter>")
+        if item.detail is not None:
+            parts += ("<Detail>", escape_text(item.detail), "</Detail>")
         parts.append("</Response>")
     parts.append("</pscr>")
     pscr = "".join(parts)
@@ -197,7 +201,7 @@ def _item(element: etree._Element) -> ResponseItem:
     reason = values.get("Reason", "").strip()
     if _REASON.fullmatch(reason) is None:
         raise PscrError(f"<Response> needs a decimal <Reason>, not {reason!r}")
-    return ResponseItem(int(reason), values.get("Topic"), values.get("Parameter"))
+    return ResponseItem(int(reason), values.get("Topic"), values.get("Parameter"), values.get("Detail"))
 
 
 def _check_flat_text(element: etree._Element) -> None:

@@ -10,6 +10,7 @@ file named by ``--config``/``BROKER_CONFIG``).
 from __future__ import annotations
 
 import os
+import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -29,6 +30,9 @@ class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     qmgr_name: str = "QM1"
     sqlite_synchronous: str = "FULL"
+    # How long a transaction waits for SQLite's write lock (held by another process) before it
+    # fails as "database unavailable": its work is then retried, and MQTT clients are refused.
+    sqlite_busy_timeout_ms: int = 30_000
     log_level: str = "INFO"
     log_format: str = "auto"  # text when standard error is a terminal, JSON otherwise
     # Routing service
@@ -44,6 +48,17 @@ class Settings:
     turn_timeout: int = 10
     default_policy: str = "allow"
     admin_group: str = "mqm"
+    # Failed sign-ins (MQTT logins, console sign-ins, API bearer tokens; broker.core.throttle):
+    # a user or an address fails auth_throttle_free times at no cost; each failure after begins
+    # a delay of auth_throttle_delay seconds (0: no throttle), doubled each time up to
+    # auth_throttle_max_delay, in which its attempts are refused unchecked. Failures are
+    # forgotten after auth_throttle_forget seconds without one; each process keeps
+    # auth_throttle_keys users and as many addresses.
+    auth_throttle_free: int = 5
+    auth_throttle_delay: float = 1.0
+    auth_throttle_max_delay: float = 60.0
+    auth_throttle_forget: float = 900.0
+    auth_throttle_keys: int = 10_000
     # Admin API
     api_host: str = "127.0.0.1"
     api_port: int = 8080
@@ -67,12 +82,31 @@ class Settings:
     # are refused when it is empty; at most mqtt_max_inflight QoS 1/2 messages are sent to a
     # client unacknowledged; a packet longer than mqtt_max_packet_size bytes closes its connection.
     mqtt_listen: str = ""
+    # Addresses or networks (CIDR) of TCP load balancers that put a PROXY protocol header before
+    # each client's bytes (HAProxy's send-proxy-v2): a connection from one of them to the MQTT
+    # or MQTT-over-TLS listener must begin with one, and is known by the client's address it
+    # names (the sign-in throttle, the sessions, the logs). Empty: no header is read.
+    mqtt_proxy_from: tuple[str, ...] = ()
     mqtt_anonymous: str = ""
     mqtt_max_inflight: int = 100
     mqtt_max_packet_size: int = 4 * 1024 * 1024
     # A client whose unsent output passes mqtt_max_output_bytes (it does not read) loses the
     # QoS 0 deliveries made meanwhile; its QoS 1/2 ones wait on its session queue.
     mqtt_max_output_bytes: int = 1024 * 1024
+    # Back-pressure on input (broker.service.mqtt.intake): a connection with mqtt_max_unrouted
+    # packets (or mqtt_max_unrouted_bytes of them) read and not yet routed or recorded is not
+    # read until they are, and no connection with any is read while all of them together hold
+    # mqtt_max_unrouted_total (or mqtt_max_unrouted_total_bytes): TCP then slows the senders.
+    # New connections (broker.service.mqtt.admission): each listener accepts at most
+    # mqtt_max_connect_rate a second, none while mqtt_max_half_open it accepted await the answer
+    # to their CONNECT, and closes one that sends no CONNECT within mqtt_connect_timeout seconds.
+    mqtt_max_connect_rate: int = 1000
+    mqtt_max_half_open: int = 1000
+    mqtt_connect_timeout: float = 10.0
+    mqtt_max_unrouted: int = 500
+    mqtt_max_unrouted_bytes: int = 1024 * 1024
+    mqtt_max_unrouted_total: int = 2000
+    mqtt_max_unrouted_total_bytes: int = 2 * 1024 * 1024
     # Listener processes sharing the MQTT ports (SO_REUSEPORT) and the sessions, through the
     # database (broker.service.mqtt.processes).
     mqtt_processes: int = 1
@@ -87,6 +121,11 @@ class Settings:
     # A file of bridges to other MQTT brokers, in Mosquitto's bridge syntax
     # (broker.service.mqtt.bridging); "" = none.
     mqtt_bridges: str = ""
+    # The MQTT cluster (broker.service.mqtt.membership): this node's name ("" = the host name
+    # and the port of its first MQTT listener), and how long a node may go without a
+    # heartbeat before another declares it dead and releases its sessions (seconds).
+    node_name: str = ""
+    node_timeout: float = 5.0
     # Where the settings came from, for `broker config show`.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -107,6 +146,33 @@ CHOICES = {
 }
 
 
+# Numbers that must be more than 0 (a count, a size or a time that 0 would make meaningless:
+# a node_timeout of 0 declares every node dead at once); every other number must be 0 or more.
+POSITIVE = frozenset(
+    {
+        "batch_size",
+        "routers",
+        "turn_timeout",
+        "auth_throttle_max_delay",
+        "auth_throttle_forget",
+        "auth_throttle_keys",
+        "neighbour_timeout",
+        "mqtt_max_inflight",
+        "mqtt_max_packet_size",
+        "mqtt_max_output_bytes",
+        "mqtt_max_connect_rate",
+        "mqtt_max_half_open",
+        "mqtt_connect_timeout",
+        "mqtt_max_unrouted",
+        "mqtt_max_unrouted_bytes",
+        "mqtt_max_unrouted_total",
+        "mqtt_max_unrouted_total_bytes",
+        "mqtt_processes",
+        "node_timeout",
+    }
+)
+
+
 def _coerce(name: str, value: Any) -> Any:
     if name in CHOICES:
         return _choice(name, value)
@@ -118,16 +184,24 @@ def _coerce(name: str, value: Any) -> Any:
             if isinstance(value, str):
                 return value.strip().lower() in ("1", "true", "yes", "on")
             return bool(value)
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
         if isinstance(default, tuple):
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(item).strip() for item in items if str(item).strip())
-        return str(value)
+        if not isinstance(default, int | float):
+            return str(value)
+        number = type(default)(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"setting {name}={value!r} is not valid: {exc}") from None
+    return _number(name, number, value)
+
+
+def _number(name: str, number: float, value: Any) -> float:
+    """``number`` (read from ``value``), if in range for the setting ``name`` (NaN never is)."""
+    if name in POSITIVE and not number > 0:
+        raise ConfigError(f"setting {name}={value!r} is not valid: it must be more than 0")
+    if not number >= 0:
+        raise ConfigError(f"setting {name}={value!r} is not valid: it must be 0 or more")
+    return number
 
 
 def _database_url(value: Any) -> str:
@@ -218,3 +292,20 @@ def broker_config(qmgr: str, settings: Settings) -> BrokerConfig:
         name, _, sub_point = entry.partition("=")
         streams[name.strip()] = sub_point.strip() or DEFAULT_SUB_POINT
     return BrokerConfig(qmgr, streams=streams, user_id=settings.admin_group)
+
+
+def node_name(settings: Settings) -> str:
+    """This node's name in an MQTT cluster: ``node_name``, or the host name and the port of
+    its first MQTT listener (a node is one machine, and one port on it)."""
+    from broker.core.cluster import check_node_name
+
+    name = settings.node_name
+    if not name:
+        listens = (settings.mqtt_listen, settings.mqtt_tls_listen, settings.mqtt_ws_listen)
+        listen = next((text for text in listens if text), settings.mqtt_wss_listen)
+        port = mqtt_address(listen)[1] if listen else 0
+        name = f"{socket.gethostname()}:{port}"
+    try:
+        return check_node_name(name)
+    except ValueError as exc:
+        raise ConfigError(f"setting node_name={name!r} is not valid: {exc}") from None

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from datetime import datetime
 from typing import Any
 
-_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# Record attributes that are not fields: logging's own, and uvicorn's copy of each message
+# with terminal colour codes (``color_message``), which no log should carry.
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName", "color_message"}
+# A text field's value is written bare when it is one word without quotes, else quoted.
+_BARE = re.compile(r'[^\s"\\=\x00-\x1f\x7f]+')
 
 
 class JsonFormatter(logging.Formatter):
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -31,9 +36,8 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
             "pid": record.process,  # routers sharing a log (``routers`` > 1) told apart
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
+        for key, value in _fields(record):
+            entry[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -41,18 +45,27 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     """Human-readable lines: local ISO-8601 time, level, pid, the message, then the
-    structured fields as key=value."""
+    structured fields as key=value, a value with blanks, quotes or ``=`` in double quotes with
+    JSON's escapes (``reason="broker shutting down"``), so that every field reads back whole."""
 
     def format(self, record: logging.LogRecord) -> str:
-        extras = " ".join(
-            f"{k}={v}" for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
-        )
+        extras = " ".join(f"{k}={_text(v)}" for k, v in _fields(record))
         when = datetime.fromtimestamp(record.created).astimezone().isoformat(timespec="milliseconds")
         base = f"{when} {record.levelname:<7} [{record.process}] {record.getMessage()}"
         text = f"{base} {extras}" if extras else base
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return text
+
+
+def _fields(record: logging.LogRecord) -> list[tuple[str, Any]]:
+    """The structured fields of ``record``: what its ``extra`` added."""
+    return [(k, v) for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")]
+
+
+def _text(value: Any) -> str:
+    text = str(value)
+    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
 def configure(level: str = "INFO", fmt: str = "auto") -> None:

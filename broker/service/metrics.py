@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from broker.core.effects import Outcome
+from broker.service.health import Health
 from queues.reasons import reason_name
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -77,6 +78,7 @@ class BrokerMetrics:
             registry=r,
         )
         self.mqtt = MqttMetrics(r)
+        self.health = Health(r)  # of the process's background work (``/ready``)
 
     def record(self, outcomes: Sequence[Outcome]) -> None:
         """Count a batch's outcomes: one label lookup per kind of outcome, not per message."""
@@ -160,5 +162,14 @@ class MqttMetrics:
         self.slow_dropped = Counter(
             "broker_mqtt_slow_dropped",
             "QoS 0 deliveries dropped: the client's unsent output was over mqtt_max_output_bytes",
+            registry=r,
+        )
+        self.login_failures = Counter(
+            "broker_mqtt_login_failures", "MQTT logins whose user name or password was wrong", registry=r
+        )
+        self.throttled = Gauge(
+            "broker_mqtt_throttled",
+            "User names and addresses whose MQTT logins are refused unchecked now (auth_throttle_*)",
+            ["key"],
             registry=r,
         )

@@ -50,10 +50,12 @@ from broker.network import links
 from broker.network.channel import ChannelSupervisor
 from broker.service.collector import tune_collector
 from broker.service.config import Settings, broker_config
+from broker.service.health import database_unavailable
 from broker.service.held import HOLD_SECONDS, HeldMessages
 from broker.service.metrics import BrokerMetrics
 from broker.service.provision import ensure_system_queues
 from broker.service.signals import on_stop_signals
+from broker.service.supervision import Backoff, SupervisedThread
 from broker.store import leases
 from queues import Claim, ClaimLost, Message, QueueManager, UnitOfWork
 from queues.database import is_sqlite, maintenance_warnings
@@ -68,6 +70,7 @@ from queues.reasons import Reason, reason_name
 log = logging.getLogger("broker.service")
 
 STATE_EFFECTS = (AddSubscription, RemoveSubscription, SetRetained, DeleteRetained)
+ROUTER_TASK = "router"
 HOUSEKEEPING_SECONDS = 5.0
 IDLE_WAIT_SECONDS = 1.0
 
@@ -162,9 +165,7 @@ class RoutingService:
             # Channels move full batches whatever the routing batch size: a link's throughput
             # is its batch size per round trip.
             self.channels = ChannelSupervisor(self.qm, self.instance)
-            thread = threading.Thread(
-                target=self.channels.run, args=(self._stop,), name="channels", daemon=True
-            )
+            thread = SupervisedThread("channels", self.channels.run, self.metrics.health)
             thread.start()
         try:
             self.hold_queues()
@@ -172,7 +173,7 @@ class RoutingService:
         finally:
             self._stop.set()
             if thread is not None:
-                thread.join(timeout=15)
+                thread.join(15)
             for claim in self._ahead.values():
                 self._give_back(claim)
             self.heartbeat()
@@ -211,12 +212,15 @@ class RoutingService:
                 "batch_size": self.settings.batch_size,
             },
         )
-        backoff = 0.1
+        health = self.metrics.health
+        health.watch(ROUTER_TASK, threading.current_thread().is_alive)
+        backoff = Backoff()
         while not self.stopping:
             try:
                 token = self.qm.arrival_token(self.inputs)
                 routed = self.run_once()
-                backoff = 0.1
+                health.succeeded(ROUTER_TASK)
+                backoff.reset()
                 if not routed:
                     if not self.stopping:
                         self.qm.wait_for_arrival(self.inputs, token, IDLE_WAIT_SECONDS)
@@ -225,11 +229,10 @@ class RoutingService:
             except MQError as exc:
                 if exc.reason != Reason.MQRC_CONNECTION_BROKEN:
                     raise
-                log.warning("database unavailable; retrying", extra={"error": exc.detail, "wait": backoff})
-                self.metrics.record_error("database", exc.detail)
+                if health.failed(ROUTER_TASK, exc):
+                    self.metrics.record_error("database", exc.detail)
                 self.state = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                self._stop.wait(backoff.next())
 
     def run_once(self) -> int:
         """One round over every input queue; returns how many messages were routed."""
@@ -311,6 +314,9 @@ class RoutingService:
                 raise
             failure: BaseException = exc
         except Exception as exc:  # a defect or a constraint: isolate the message that causes it
+            if database_unavailable(exc):  # the driver's own error, from a hot path
+                self.state = None
+                raise MQError(Reason.MQRC_CONNECTION_BROKEN, f"database unavailable: {exc}") from exc
             failure = exc
         self.state = None
         log.warning("batch failed; isolating its messages", extra={"queue": queue, "error": repr(failure)})

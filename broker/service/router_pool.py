@@ -68,7 +68,11 @@ def child_of(parent: int, settings: Settings) -> Iterator[QueueManager]:
     say, and has a queue manager of its own, closed when it is done."""
     end_with_parent(parent)
     logs.configure(settings.log_level, settings.log_format)
-    engine = make_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+    engine = make_engine(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+    )
     qm = QueueManager(engine, appl_name="broker", turn_timeout=settings.turn_timeout)
     try:
         yield qm

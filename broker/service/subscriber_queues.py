@@ -49,10 +49,12 @@ def delete_queue(
     purge: bool = False,
     force: bool = False,
     deregister: Callable[[Identity], None],
+    force_option: str = "force",
 ) -> int:
     """Delete ``name`` as DELETE QLOCAL does, refusing while subscriptions deliver to it
     unless ``force``, which deregisters them first with ``deregister``. Everything that
-    would refuse the delete is checked before any subscription goes."""
+    would refuse the delete is checked before any subscription goes. The refusal names
+    ``force`` as the caller spells it (``force_option``: the CLI's ``--force``)."""
     definition = qm.inquire_queue(name)
     holders = qm.holders(name)
     if holders:
@@ -66,7 +68,7 @@ def delete_queue(
         raise MQError(
             Reason.MQRC_OBJECT_IN_USE,
             f"queue {name} receives {len(topics)} subscription(s) ({shown}); deregister them, or "
-            "delete the queue with force, which deregisters them",
+            f"delete the queue with {force_option}, which deregisters them",
         )
     for identity in identities:
         deregister(identity)

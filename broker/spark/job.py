@@ -49,7 +49,7 @@ from broker.spark.runs import PartSummary
 from broker.spark.snapshot import PutContext, Snapshot, capture
 from broker.store import StateStore, leases
 from queues import QueueManager
-from queues.database import normalise_url
+from queues.database import connect_params, normalise_url
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.names import check_queue_name
@@ -156,13 +156,24 @@ def jdbc_source(url: str) -> tuple[str, dict[str, str]]:
         if not parsed.database or parsed.database == ":memory:":
             raise JobError("the Spark job needs a SQLite database file, not an in-memory database")
         return f"jdbc:sqlite:{Path(parsed.database).resolve()}", {"driver": "org.sqlite.JDBC"}
+    params = connect_params(url)
     options = {"driver": "org.postgresql.Driver"}
-    if parsed.username:
-        options["user"] = parsed.username
-    if parsed.password:
-        options["password"] = str(parsed.password)
-    host = parsed.host or "127.0.0.1"
-    return f"jdbc:postgresql://{host}:{parsed.port or 5432}/{parsed.database}", options
+    for name, jdbc in (("user", "user"), ("password", "password"), ("connect_timeout", "connectTimeout")):
+        if params.get(name):
+            options[jdbc] = str(params[name])
+    if params.get("target_session_attrs") in ("read-write", "primary"):
+        options["targetServerType"] = "primary"  # of several hosts, the one the broker writes to
+    return f"jdbc:postgresql://{_jdbc_hosts(params)}/{parsed.database}", options
+
+
+def _jdbc_hosts(params: dict[str, Any]) -> str:
+    """libpq's ``host=h1,h2 port=p1,p2`` (one port for every host, or none) as JDBC's
+    ``h1:p1,h2:p2``."""
+    hosts = str(params.get("host") or "127.0.0.1").split(",")
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    return ",".join(f"{host}:{port or 5432}" for host, port in zip(hosts, ports, strict=True))
 
 
 _SPARK_TYPES = {int: "LONG", str: "STRING", bytes: "BINARY"}

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import os
 import struct
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from hashlib import blake2b
@@ -28,8 +28,10 @@ from sqlalchemy import (
     Delete,
     Engine,
     Insert,
+    Select,
     Table,
     Update,
+    and_,
     bindparam,
     delete,
     func,
@@ -41,20 +43,22 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
+from broker.protocol.mqtt.packets import Will
 from broker.store.schema import (
     mqtt_inbound,
+    mqtt_nodes,
     mqtt_outbound_runs,
     mqtt_principals,
     mqtt_sessions,
     mqtt_subscriptions,
 )
-from queues.owners import dead_here
+from queues.sql import padded
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=4096)
 def session_key(client_id: str) -> bytes:
     """The key of ``client_id``'s rows (remembered: a batch names its connected clients' keys
     once per message stored or acknowledged)."""
@@ -65,7 +69,7 @@ def filter_key(text: str) -> bytes:
     return blake2b(text.encode("utf-8"), digest_size=16, person=b"mqtt-filter").digest()
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=4096)
 def queue_for(client_id: str) -> str:
     """The session queue of ``client_id``: a name of MQ characters whatever the id holds."""
     digest = blake2b(client_id.encode("utf-8"), digest_size=18, person=b"mqtt-queue").hexdigest()
@@ -139,6 +143,8 @@ class StoredSession:
     dropped: int = 0  # messages dropped over the queued-message limit, since it was created
     refused: int = 0  # its client's publications and subscriptions the broker refused
     owner: str = ""  # the listener process its client is connected to (queues.owners)
+    will: Will | None = None  # its connected client's, until published or discarded
+    node: str = ""  # the node holding it (read with it: its holder, until released)
 
     @property
     def key(self) -> bytes:
@@ -156,10 +162,30 @@ class OutboundRow:
 
 
 def find_session(conn: Connection, client_id: str) -> StoredSession | None:
-    row = conn.execute(
-        select(mqtt_sessions).where(mqtt_sessions.c.session_key == session_key(client_id))
-    ).first()
-    return None if row is None else _session(row)
+    return find_sessions(conn, [client_id]).get(client_id)
+
+
+def find_sessions(
+    conn: Connection, client_ids: Sequence[str], *, lock: bool = False
+) -> dict[str, StoredSession]:
+    """The stored sessions of ``client_ids`` (those there are), by client id, each with the
+    node holding it: one query. ``lock``: their rows locked until the transaction ends (a
+    listener opening them: another opening one meanwhile waits, then finds it held)."""
+    if not client_ids:
+        return {}
+    keys = [session_key(client_id) for client_id in client_ids]
+    statement = _with_node(select(mqtt_sessions)).where(mqtt_sessions.c.session_key.in_(padded(keys)))
+    if lock:
+        statement = statement.with_for_update(of=mqtt_sessions)
+    return {stored.client_id: stored for stored in map(_session, conn.execute(statement))}
+
+
+def _with_node(statement: Select[Any]) -> Select[Any]:
+    """``statement`` with the name of the node holding each session: that of the member its
+    owner names while the session is online and that member's sessions are not released."""
+    sessions, nodes = mqtt_sessions.c, mqtt_nodes.c
+    held = and_(sessions.owner == nodes.owner, sessions.online == 1, nodes.released == 0)
+    return statement.add_columns(nodes.node).select_from(mqtt_sessions.outerjoin(mqtt_nodes, held))
 
 
 def list_sessions(
@@ -173,7 +199,7 @@ def list_sessions(
         .scalar_subquery()
         .label("in_flight")
     )
-    statement = select(mqtt_sessions, in_flight).order_by(mqtt_sessions.c.client_id).limit(limit)
+    statement = _with_node(select(mqtt_sessions, in_flight)).order_by(mqtt_sessions.c.client_id).limit(limit)
     if after is not None:
         statement = statement.where(mqtt_sessions.c.client_id > after)
     return [_session(row) for row in conn.execute(statement)]
@@ -187,32 +213,40 @@ def count_sessions(conn: Connection) -> tuple[int, int]:
     return int(online), int(total)
 
 
-def set_offline(conn: Connection, now: int, client_ids: Sequence[str] | None = None) -> None:
-    """The sessions' clients have gone (all sessions: the listener starts, none is connected).
-    Only sessions still online are touched: a restart does not reset an expiry clock."""
-    statement = update(mqtt_sessions).where(mqtt_sessions.c.online == 1).values(online=0, offline_since=now)
+_GONE = {"online": 0, "will_topic": None, "will_payload": None, "will_qos": 0, "will_retain": 0}
+
+
+def set_offline(
+    conn: Connection, now: int, client_ids: Sequence[str] | None = None, *, owner: str | None = None
+) -> None:
+    """The sessions' clients have gone (all sessions, without ``client_ids``), their wills with
+    them; only those ``owner`` holds, if given (one taken over since is another's). Only
+    sessions still online are touched: a restart does not reset an expiry clock."""
+    statement = (
+        update(mqtt_sessions).where(mqtt_sessions.c.online == 1).values({**_GONE, "offline_since": now})
+    )
     if client_ids is not None:
-        statement = statement.where(mqtt_sessions.c.session_key.in_([session_key(c) for c in client_ids]))
+        statement = statement.where(mqtt_sessions.c.session_key.in_(padded(map(session_key, client_ids))))
+    if owner is not None:
+        statement = statement.where(mqtt_sessions.c.owner == owner)
     conn.execute(statement)
 
 
-def release_dead(conn: Connection, now: int) -> int:
-    """Mark offline the sessions held by listener processes of this machine that died (a
-    listener process among several, killed: its clients are gone, and its sessions would
-    otherwise look connected, never expire, and hold up the next takeover of each); returns
-    how many. One look at the owners of the online sessions."""
-    owners = conn.execute(
-        select(mqtt_sessions.c.owner).where(mqtt_sessions.c.online == 1).distinct()
-    ).scalars()
-    dead = [owner for owner in owners if owner and dead_here(owner)]
-    if not dead:
-        return 0
-    statement = (
-        update(mqtt_sessions)
-        .where(mqtt_sessions.c.online == 1, mqtt_sessions.c.owner.in_(dead))
-        .values(online=0, offline_since=now)
-    )
-    return conn.execute(statement).rowcount
+def release_owner(conn: Connection, owner: str, now: int) -> list[StoredSession]:
+    """Mark offline the sessions ``owner`` held (a member declared dead), their wills taken
+    with them: returns them as they were, wills included, for the caller to publish those
+    and end the clean ones in the same transaction."""
+    online = and_(mqtt_sessions.c.owner == owner, mqtt_sessions.c.online == 1)
+    held = [_session(row) for row in conn.execute(select(mqtt_sessions).where(online))]
+    if held:
+        conn.execute(update(mqtt_sessions).where(online).values({**_GONE, "offline_since": now}))
+    return held
+
+
+def clear_will(conn: Connection, client_id: str) -> None:
+    """The will of ``client_id``'s connection has been published (in this transaction)."""
+    statement = update(mqtt_sessions).where(mqtt_sessions.c.session_key == session_key(client_id))
+    conn.execute(statement.values(will_topic=None, will_payload=None))
 
 
 def _session(row: object) -> StoredSession:
@@ -232,12 +266,61 @@ def _session(row: object) -> StoredSession:
         m["dropped"],
         m["refused"],
         m["owner"],
+        _will(m),
+        m.get("node") or "",
     )
+
+
+def _will(m: Mapping[str, Any]) -> Will | None:
+    topic = m["will_topic"]
+    return None if topic is None else Will(topic, m["will_payload"], m["will_qos"], bool(m["will_retain"]))
 
 
 def save_session(conn: Connection, session: StoredSession) -> None:
     """Create the session, or record its new connection."""
-    values = {
+    save_sessions(
+        conn, [session], existing={session.client_id} if find_session(conn, session.client_id) else set()
+    )
+
+
+def save_sessions(conn: Connection, stored: Sequence[StoredSession], existing: Collection[str]) -> None:
+    """Create the sessions, or record their new connections (``existing``: the client ids
+    whose session is stored already): a statement for the new ones, one for the others."""
+    new = [
+        _connection(session) | _creation(session) for session in stored if session.client_id not in existing
+    ]
+    if new:
+        conn.execute(insert(mqtt_sessions), new)
+    known = [_connection(session) | {"k": session.key} for session in stored if session.client_id in existing]
+    if known:
+        sessions = mqtt_sessions.c
+        conn.execute(
+            update(mqtt_sessions)
+            .where(sessions.session_key == bindparam("k"))
+            .values({name: bindparam(name) for name in _CONNECTION_COLUMNS}),
+            known,
+        )
+
+
+_CONNECTION_COLUMNS = (
+    "user_id",
+    "clean",
+    "protocol_level",
+    "address",
+    "connected_at",
+    "online",
+    "offline_since",
+    "owner",
+    "will_topic",
+    "will_payload",
+    "will_qos",
+    "will_retain",
+)
+
+
+def _connection(session: StoredSession) -> dict[str, Any]:
+    """The columns a session's new connection sets."""
+    return {
         "user_id": session.user_id,
         "clean": int(session.clean),
         "protocol_level": session.protocol_level,
@@ -246,21 +329,22 @@ def save_session(conn: Connection, session: StoredSession) -> None:
         "online": 1,
         "offline_since": 0,
         "owner": session.owner,
+        "will_topic": None if session.will is None else session.will.topic,
+        "will_payload": None if session.will is None else session.will.payload,
+        "will_qos": 0 if session.will is None else session.will.qos,
+        "will_retain": int(session.will is not None and session.will.retain),
     }
-    changed = conn.execute(
-        update(mqtt_sessions).where(mqtt_sessions.c.session_key == session.key).values(**values)
-    ).rowcount
-    if not changed:
-        conn.execute(
-            insert(mqtt_sessions).values(
-                session_key=session.key,
-                client_id=session.client_id,
-                queue=session.queue,
-                created_at=session.created_at,
-                next_seq=1,
-                **values,
-            )
-        )
+
+
+def _creation(session: StoredSession) -> dict[str, Any]:
+    """The columns set once, when a session is created."""
+    return {
+        "session_key": session.key,
+        "client_id": session.client_id,
+        "queue": session.queue,
+        "created_at": session.created_at,
+        "next_seq": 1,
+    }
 
 
 def offline_sessions(conn: Connection, *, before: int | None = None) -> list[StoredSession]:
@@ -297,9 +381,16 @@ def _refusal(dialect: str) -> Update:
 
 
 def delete_session(conn: Connection, client_id: str) -> None:
-    key = session_key(client_id)
+    delete_sessions(conn, [client_id])
+
+
+def delete_sessions(conn: Connection, client_ids: Sequence[str]) -> None:
+    """Delete the sessions and everything stored for them: a statement per table."""
+    if not client_ids:
+        return
+    keys = [session_key(client_id) for client_id in client_ids]
     for table in (mqtt_subscriptions, mqtt_inbound, mqtt_outbound_runs, mqtt_sessions):
-        conn.execute(delete(table).where(table.c.session_key == key))
+        conn.execute(delete(table).where(table.c.session_key.in_(padded(keys))))
 
 
 # -- subscriptions -------------------------------------------------------------------------
@@ -307,12 +398,26 @@ def delete_session(conn: Connection, client_id: str) -> None:
 
 def granted(conn: Connection, client_id: str) -> dict[str, int]:
     """The session's filters and the QoS granted to each."""
+    return granted_of(conn, [client_id])[client_id]
+
+
+def granted_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """:func:`granted` of each session, in one query (a fleet resuming at once)."""
+    clients = _by_key(client_ids)
+    subscriptions = mqtt_subscriptions.c
     rows = conn.execute(
-        select(mqtt_subscriptions.c.filter, mqtt_subscriptions.c.qos).where(
-            mqtt_subscriptions.c.session_key == session_key(client_id)
+        select(subscriptions.session_key, subscriptions.filter, subscriptions.qos).where(
+            subscriptions.session_key.in_(padded(clients))
         )
     )
-    return {row.filter: row.qos for row in rows}
+    found: dict[str, dict[str, int]] = {client_id: {} for client_id in client_ids}
+    for row in rows:
+        found[clients[row.session_key]][row.filter] = row.qos
+    return found
+
+
+def _by_key(client_ids: Sequence[str]) -> dict[bytes, str]:
+    return {session_key(client_id): client_id for client_id in client_ids}
 
 
 def grant(conn: Connection, client_id: str, filters: Sequence[tuple[str, int]]) -> None:
@@ -335,10 +440,20 @@ def revoke(conn: Connection, client_id: str, filters: Iterable[str]) -> None:
 
 
 def awaiting_release(conn: Connection, client_id: str) -> list[int]:
+    return awaiting_release_of(conn, [client_id])[client_id]
+
+
+def awaiting_release_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, list[int]]:
+    """The QoS 2 ids of each session received and not yet released, in one query."""
+    clients = _by_key(client_ids)
+    inbound = mqtt_inbound.c
     rows = conn.execute(
-        select(mqtt_inbound.c.packet_id).where(mqtt_inbound.c.session_key == session_key(client_id))
+        select(inbound.session_key, inbound.packet_id).where(inbound.session_key.in_(padded(clients)))
     )
-    return [row.packet_id for row in rows]
+    found: dict[str, list[int]] = {client_id: [] for client_id in client_ids}
+    for row in rows:
+        found[clients[row.session_key]].append(row.packet_id)
+    return found
 
 
 def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -450,17 +565,23 @@ def unpack_messages(blob: bytes) -> list[OutboundMessage]:
 
 def load_runs(conn: Connection, client_id: str) -> list[OutboundRun]:
     """The session's runs with messages in flight, in their sending order."""
+    return load_runs_of(conn, [client_id])[client_id]
+
+
+def load_runs_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, list[OutboundRun]]:
+    """:func:`load_runs` of each session, in one query."""
+    clients = _by_key(client_ids)
     runs = mqtt_outbound_runs.c
     rows = conn.execute(
-        select(runs.seq, runs.messages, runs.acked, runs.released, runs.pending)
-        .where(runs.session_key == session_key(client_id))
-        .order_by(runs.seq)
+        select(runs.session_key, runs.seq, runs.messages, runs.acked, runs.released, runs.pending)
+        .where(runs.session_key.in_(padded(clients)))
+        .order_by(runs.session_key, runs.seq)
     )
-    key = session_key(client_id)
-    return [
-        OutboundRun(key, seq, unpack_messages(messages), bytearray(acked), bytearray(released), pending)
-        for seq, messages, acked, released, pending in rows
-    ]
+    found: dict[str, list[OutboundRun]] = {client_id: [] for client_id in client_ids}
+    for key, seq, messages, acked, released, pending in rows:
+        run = OutboundRun(key, seq, unpack_messages(messages), bytearray(acked), bytearray(released), pending)
+        found[clients[key]].append(run)
+    return found
 
 
 def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
@@ -468,15 +589,11 @@ def unacknowledged(conn: Connection, client_id: str) -> list[OutboundRow]:
     return [row for run in load_runs(conn, client_id) for row in run.in_flight()]
 
 
-def last_outbound_seq(conn: Connection, client_id: str | None = None) -> int:
-    """The highest ``seq`` of any stored run, or of ``client_id``'s (0 if none): one counter,
-    carried on from there, orders every session's messages without a statement per session.
-    A session taken over from another listener process may hold higher ones than this
-    process has counted to, hence the question per session."""
-    statement = select(func.max(mqtt_outbound_runs.c.seq))
-    if client_id is not None:
-        statement = statement.where(mqtt_outbound_runs.c.session_key == session_key(client_id))
-    return conn.execute(statement).scalar() or 0
+def last_outbound_seq(conn: Connection) -> int:
+    """The highest ``seq`` of any stored run (0 if none): one counter, carried on from there,
+    orders every session's messages without a statement per session. (A session resumed from
+    another listener process may hold higher ones: its runs are loaded, and show them.)"""
+    return conn.execute(select(func.max(mqtt_outbound_runs.c.seq))).scalar() or 0
 
 
 def store_runs(conn: Connection, runs: Sequence[OutboundRun]) -> None:

@@ -4,8 +4,9 @@ The admin API and the CLI may run in other processes than the listener (``broker
 beside ``broker serve --mqtt``), and more than one listener may serve one database, so a
 request to disconnect a client names it by client id in a row; every listener reads the
 pending rows a few times a second (one indexed read of a table that is almost always empty)
-and takes those that are for it: a disconnect by the listener that holds the client, a
-session deletion also by any listener when the session is offline. Taking is a DELETE
+and takes those that are for it: a request names the listener process (of whichever node)
+that held the client when it was made, and that one carries it out; a session deletion of an
+offline session names none, and any listener may. Taking is a DELETE
 ... RETURNING, so of several listeners exactly one carries a request out. A request that no
 listener takes within :data:`LAPSE_MS` is dropped by the next that looks: nobody held the
 client when it was asked, and a later connection must not be cut for it.
@@ -33,6 +34,7 @@ from queues import QueueManager
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.reasons import Reason
+from queues.sql import padded
 
 DISCONNECT = "disconnect"
 DELETE = "delete"
@@ -72,17 +74,18 @@ class Request:
     action: str  # DISCONNECT or DELETE
     reason: str
     requested_at: int
+    owner: str = ""  # the listener process to carry it out ("": any)
 
 
 # -- the rows -------------------------------------------------------------------------------
 
 
-def request(conn: Connection, client_id: str, action: str, reason: str, now: int) -> int:
-    """Ask the listeners to ``action`` the client ``client_id``; returns the request's id."""
+def request(conn: Connection, client_id: str, action: str, reason: str, now: int, owner: str = "") -> int:
+    """Ask the listener process ``owner`` (any, if "") to ``action`` the client ``client_id``;
+    returns the request's id."""
+    values = {"client_id": client_id, "action": action, "reason": reason[:MAX_REASON], "requested_at": now}
     inserted = conn.execute(
-        insert(mqtt_requests)
-        .values(client_id=client_id, action=action, reason=reason[:MAX_REASON], requested_at=now)
-        .returning(mqtt_requests.c.id)
+        insert(mqtt_requests).values({**values, "owner": owner}).returning(mqtt_requests.c.id)
     )
     return int(inserted.scalar_one())
 
@@ -90,7 +93,7 @@ def request(conn: Connection, client_id: str, action: str, reason: str, now: int
 def pending(conn: Connection) -> list[Request]:
     """Every request not taken yet, oldest first."""
     rows = conn.execute(select(mqtt_requests).order_by(mqtt_requests.c.id))
-    return [Request(r.id, r.client_id, r.action, r.reason, r.requested_at) for r in rows]
+    return [Request(r.id, r.client_id, r.action, r.reason, r.requested_at, r.owner) for r in rows]
 
 
 def take(conn: Connection, requests: Sequence[Request]) -> list[Request]:
@@ -98,7 +101,7 @@ def take(conn: Connection, requests: Sequence[Request]) -> list[Request]:
     (another listener may have taken some first)."""
     if not requests:
         return []
-    statement = delete(mqtt_requests).where(mqtt_requests.c.id.in_([r.id for r in requests]))
+    statement = delete(mqtt_requests).where(mqtt_requests.c.id.in_(padded(r.id for r in requests)))
     taken = set(conn.execute(statement.returning(mqtt_requests.c.id)).scalars())
     return [r for r in requests if r.id in taken]
 
@@ -129,7 +132,7 @@ def disconnect(qm: QueueManager, client_id: str, reason: str) -> mqtt.StoredSess
         stored = mqtt.find_session(uow.connection, client_id)
         if stored is None or not stored.online:
             raise NoSuchSession(client_id, connected=True)
-        request(uow.connection, client_id, DISCONNECT, reason, now_ms())
+        request(uow.connection, client_id, DISCONNECT, reason, now_ms(), stored.owner)
     return stored
 
 
@@ -144,7 +147,8 @@ def delete_session(
         stored = mqtt.find_session(uow.connection, client_id)
         if stored is None:
             raise NoSuchSession(client_id)
-        request_id = request(uow.connection, client_id, DELETE, reason, now_ms())
+        holder = stored.owner if stored.online else ""
+        request_id = request(uow.connection, client_id, DELETE, reason, now_ms(), holder)
     if _carried_out(qm, stored, request_id, timeout):
         return stored
     with qm.unit_of_work() as uow:

@@ -118,6 +118,7 @@ acl_rules = Table(
     Column("permission", String(16), nullable=False),  # publish | subscribe
     Column("allow", SmallInteger, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    sqlite_autoincrement=True,  # ids are never reused: the audit log names rules by id
 )
 
 group_members = Table(
@@ -190,6 +191,29 @@ mqtt_sessions = Table(
     Column("refused", BigInteger, nullable=False, server_default="0"),
     # the listener process its client is connected to (queues.owners), while online
     Column("owner", String(96), nullable=False, server_default=""),
+    # the will of its connected client (NULL topic: none), published by whoever ends the
+    # connection or, if its node dies, by the node that releases the session
+    Column("will_topic", Text),
+    Column("will_payload", LargeBinary),
+    Column("will_qos", SmallInteger, nullable=False, server_default="0"),
+    Column("will_retain", SmallInteger, nullable=False, server_default="0"),
+)
+
+# The MQTT listener processes of the cluster's nodes (``broker.store.nodes``), a row each: it
+# counts up its beat; one whose beat stops is declared dead by another, which releases its
+# sessions. Sessions and bridge leases name a member by its owner name.
+mqtt_nodes = Table(
+    "psb_mqtt_nodes",
+    metadata,
+    Column("owner", String(96), primary_key=True),  # queues.owners: unique to one start
+    Column("node", String(96), nullable=False),  # the node's name (setting node_name)
+    Column("address", String(256), nullable=False),  # its MQTT listeners, for people
+    Column("started_at", BigInteger, nullable=False),
+    Column("beat", BigInteger, nullable=False),  # heartbeats so far: others watch it change
+    Column("heartbeat_at", BigInteger, nullable=False),  # epoch ms of the last, its own clock
+    Column("clients", Integer, nullable=False),  # connected at its last heartbeat
+    Column("dead_at", BigInteger, nullable=False, server_default="0"),  # declared dead; 0: alive
+    Column("released", SmallInteger, nullable=False, server_default="0"),  # its sessions released
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).
@@ -246,5 +270,7 @@ mqtt_requests = Table(
     Column("action", String(16), nullable=False),  # disconnect | delete
     Column("reason", String(128), nullable=False),  # logged by the listener
     Column("requested_at", BigInteger, nullable=False),
+    # the listener process that is to carry it out (its holder when asked); "" for any
+    Column("owner", String(96), nullable=False, server_default=""),
     sqlite_autoincrement=True,
 )

@@ -34,6 +34,7 @@ from broker.store.rows import (
     subscription_row,
 )
 from broker.store.schema import changes, neighbours, retained, subscriptions
+from queues.sql import padded
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class StateStore:
             return
         rows = {
             r.key_hash: r
-            for r in conn.execute(select(subscriptions).where(subscriptions.c.key_hash.in_(hashes)))
+            for r in conn.execute(select(subscriptions).where(subscriptions.c.key_hash.in_(padded(hashes))))
         }
         for key_hash in hashes:
             row = rows.get(key_hash)
@@ -124,7 +125,8 @@ class StateStore:
     def _refresh_retained(self, conn: Connection, state: BrokerState, hashes: set[bytes]) -> None:
         if not hashes:
             return
-        rows = {r.key_hash: r for r in conn.execute(select(retained).where(retained.c.key_hash.in_(hashes)))}
+        statement = select(retained).where(retained.c.key_hash.in_(padded(hashes)))
+        rows = {r.key_hash: r for r in conn.execute(statement)}
         for key_hash in hashes:
             row = rows.get(key_hash)
             if row is not None:
@@ -184,7 +186,7 @@ def load_authority(conn: Connection, *, default_allow: bool, admin_group: str) -
 def _replace(conn: Connection, table: Any, items: dict[bytes, Any], to_row: Any) -> None:
     if not items:
         return
-    conn.execute(delete(table).where(table.c.key_hash.in_(list(items))))
+    conn.execute(delete(table).where(table.c.key_hash.in_(padded(items))))
     rows = [to_row(value) for value in items.values() if value is not None]
     if rows:
         conn.execute(insert(table), rows)

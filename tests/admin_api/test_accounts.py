@@ -11,7 +11,7 @@ from sqlalchemy import select
 from admin_api import accounts
 from admin_api.accounts import AccountError, Role
 from admin_api.schema import api_tokens
-from queues import QueueManager
+from queues import MQError, QueueManager
 from queues.ids import now_ms
 from queues.reasons import Reason
 
@@ -68,7 +68,7 @@ def test_revoking_twice_keeps_the_first_time_and_unknown_ids_are_none(qm: QueueM
 
 @pytest.mark.parametrize("principal", ["", "a b", "thirteen-char", "é", "tab\t"])
 def test_principals_must_fit_the_mqmd_user_identifier(qm: QueueManager, principal: str) -> None:
-    with pytest.raises(AccountError) as caught:
+    with pytest.raises(MQError) as caught:
         create(qm, "viewer", principal)
     assert caught.value.reason == Reason.MQRCCF_ATTR_VALUE_ERROR
     assert accounts.check_principal("twelve_chars") == "twelve_chars"

@@ -58,9 +58,32 @@ def test_invalid_rules_are_422(api: Api) -> None:
         {"principal": "al ice", "topic": "a", "permission": "publish", "allow": True},
         {"principal": "alice", "kind": "role", "topic": "a", "permission": "publish", "allow": True},
         {"principal": "alice", "topic": "a", "permission": "publish"},
+        {"principal": "thirteen_char", "topic": "a", "permission": "publish", "allow": False},
+        {
+            "principal": "thirteen_char",
+            "kind": "group",
+            "topic": "a",
+            "permission": "publish",
+            "allow": False,
+        },
     ):
         assert_problem(api.post(RULES, json=rule), 422)
     assert api.get(RULES).json()["total"] == 0
+    rule = add(api, principal="twelve_chars", topic="a", permission="publish", allow=False)
+    changed = {"principal": "thirteen_char", "topic": "a", "permission": "publish", "allow": False}
+    assert_problem(api.request("PUT", f"{RULES}/{rule['id']}", json=changed), 422)
+    for group, user in (("thirteen_char", "bob"), ("traders", "thirteen_char")):
+        assert_problem(api.request("PUT", f"/api/v1/acl/groups/{group}/members/{user}"), 422)
+    assert api.get("/api/v1/acl/groups").json() == {"groups": {}}
+
+
+def test_a_removed_rule_id_is_never_given_again(api: Api) -> None:
+    """The audit log names rules by id: a new rule must not take a removed rule's."""
+    first = add(api, principal="alice", topic="a", permission="publish", allow=False)
+    last = add(api, principal="bob", topic="b", permission="publish", allow=False)
+    assert api.delete(f"{RULES}/{last['id']}").status_code == 204
+    again = add(api, principal="carol", topic="c", permission="publish", allow=False)
+    assert (first["id"], last["id"], again["id"]) == (1, 2, 3)
 
 
 def test_dry_run_names_the_deciding_rule_or_the_default_policy(api: Api) -> None:

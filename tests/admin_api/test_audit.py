@@ -43,12 +43,19 @@ def test_changes_are_recorded_newest_first_with_outcome(api: Api) -> None:
     }
 
 
-def test_requests_without_a_valid_token_and_secrets_are_never_recorded(api: Api) -> None:
+def test_requests_without_a_token_and_secrets_are_never_recorded(api: Api) -> None:
+    """A bad token is recorded as a failed sign-in (``test_signins``), without its secret."""
     api.post("/api/v1/queues", None, json={"name": "Q"})
     api.post("/api/v1/queues", None, json={"name": "Q"}, headers={"Authorization": "Bearer nope"})
-    assert entries(api) == []
+    (failed,) = entries(api)
+    assert (failed["status"], failed["token_id"], failed["summary"]) == (
+        401,
+        None,
+        {"sign_in": "unknown token", "door": "bearer", "address": "testclient"},
+    )
+    assert "nope" not in api.get("/api/v1/audit").text
     created = api.post("/api/v1/tokens", json={"role": "viewer", "principal": "bot"}).json()
-    (entry,) = entries(api)
+    entry, _ = entries(api)
     assert entry["summary"] == {"token_id": created["id"], "role": "viewer", "principal": "bot"}
     assert created["token"] not in api.get("/api/v1/audit").text
 

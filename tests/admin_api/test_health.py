@@ -1,4 +1,5 @@
-"""/health and /ready: no token needed; ready means database reachable and schema at head."""
+"""/health and /ready: no token needed; ready means schema at head and background work alive;
+degraded while the database or a broker queue is unavailable."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from sqlalchemy.exc import OperationalError
 
 import migrations
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
+from broker.service.health import FAILING_AFTER, Health
 from broker.service.provision import ensure_system_queues
+from queues.errors import MQError
+from queues.reasons import Reason
 from tests.admin_api.conftest import Api, assert_problem
 
 
@@ -18,6 +22,8 @@ def test_health_and_ready_need_no_token(api: Api) -> None:
         "status": "ready",
         "revision": migrations.head(),
         "problems": [],
+        "database": None,
+        "tasks": [],
     }
 
 
@@ -47,6 +53,8 @@ def test_ready_but_degraded_while_a_broker_queue_cannot_be_used(api: Api) -> Non
                 "effect": "not defined: nothing to route",
             },
         ],
+        "database": None,
+        "tasks": [],
     }
     api.qm.alter_queue(CONTROL_QUEUE, get_enabled=True)
     ensure_system_queues(api.qm)
@@ -62,11 +70,64 @@ def test_not_ready_when_the_schema_is_behind(api: Api) -> None:
     )
 
 
-def test_not_ready_when_the_database_is_gone(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_degraded_naming_the_database_while_it_is_gone(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200: the process's work waits for the database and resumes; taking every process out of
+    rotation would not bring it back."""
+
     def unreachable() -> None:
         raise OperationalError("connect", {}, OSError("connection refused"))
 
     monkeypatch.setattr(api.qm.engine, "connect", unreachable)
-    problem = assert_problem(api.get("/ready", None), 503)
-    assert problem["detail"] == "the database is unreachable: connection refused"
+    response = api.get("/ready", None)
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "degraded",
+        "revision": None,
+        "problems": [],
+        "database": {"error": "connection refused", "since": None, "tasks": []},
+        "tasks": [],
+    }
     assert api.get("/health", None).status_code == 200
+
+
+def health_of(api: Api) -> Health:
+    found: Health = api.app.state.services.health
+    return found
+
+
+def test_degraded_while_background_work_waits_for_the_database(api: Api) -> None:
+    ensure_system_queues(api.qm)
+    health = health_of(api)
+    health.watch("mqtt-watcher", lambda: True)
+    health.failed("mqtt-watcher", MQError(Reason.MQRC_CONNECTION_BROKEN, "database unavailable: gone"))
+
+    body = api.get("/ready", None).json()
+    assert (body["status"], body["revision"]) == ("degraded", migrations.head())
+    assert body["database"]["tasks"] == ["mqtt-watcher"]
+    assert body["database"]["error"] == "database unavailable: gone"
+    assert body["tasks"] == [
+        {"name": "mqtt-watcher", "state": "waiting for the database", "alive": True, "failures": 0}
+    ]
+
+    health.succeeded("mqtt-watcher")
+    body = api.get("/ready", None).json()
+    assert (body["status"], body["database"], body["tasks"][0]["state"]) == ("ready", None, "running")
+
+
+def test_not_ready_while_a_task_keeps_failing_or_has_died(api: Api) -> None:
+    ensure_system_queues(api.qm)
+    health = health_of(api)
+    health.watch("mqtt-sys", lambda: True)
+    for _ in range(FAILING_AFTER - 1):
+        health.failed("mqtt-sys", ValueError("bad value"))
+    assert api.get("/ready", None).status_code == 200  # a failure or two: retried, still ready
+
+    health.failed("mqtt-sys", ValueError("bad value"))
+    problem = assert_problem(api.get("/ready", None), 503)
+    assert problem["detail"] == "background work is failing: mqtt-sys: ValueError: bad value"
+
+    health.succeeded("mqtt-sys")
+    assert api.get("/ready", None).status_code == 200
+    health.watch("channels", lambda: False)
+    problem = assert_problem(api.get("/ready", None), 503)
+    assert problem["detail"] == "background work is failing: channels: stopped"

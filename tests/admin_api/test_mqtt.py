@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from broker import store
 from broker.client import command_message
+from broker.core.cluster import Member
 from broker.protocol import psc
-from broker.store import mqtt, mqtt_requests
+from broker.store import mqtt, mqtt_requests, nodes
 from queues import QueueManager
 from queues.ids import now_ms
 from tests.admin_api.conftest import Api, assert_problem, start_api
@@ -49,6 +50,7 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "protocol_version": "3.1.1",
             "clean_session": False,
             "connected": False,
+            "node": "",
             "in_flight": 1,
             "queued": 1,
             "queue": queue,
@@ -63,6 +65,7 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "protocol_version": "3.1.1",
             "clean_session": True,
             "connected": True,
+            "node": "",
             "in_flight": 0,
             "queued": 0,
             "queue": mqtt.queue_for("sensor"),
@@ -71,6 +74,33 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "refused": 0,
         },
     ]
+
+
+def test_the_cluster_view_and_the_node_holding_each_client(api: Api) -> None:
+    now = now_ms()
+    with api.qm.unit_of_work() as uow:
+        for owner, node, beat_at in (
+            ("a1", "a:1883", now),
+            ("b1", "b:1883", now - 60_000),
+            ("c1", "c:1883", 5),
+        ):
+            nodes.register(uow.connection, Member(owner, node, f"mqtt://{node}", 5, 1, beat_at, 2))
+        nodes.declare_dead(uow.connection, "c1", None, now)
+        mqtt.save_session(
+            uow.connection,
+            mqtt.StoredSession(
+                "car", mqtt.queue_for("car"), "alice", True, 4, "10.0.0.8:1", 1, 2, owner="a1"
+            ),
+        )
+    assert api.get("/api/v1/mqtt/nodes", "viewer").json() == [
+        {"name": "a:1883", "state": "alive", "clients": 2, "processes": 1, "last_heartbeat": now,
+         "started_at": 5, "address": "mqtt://a:1883"},
+        {"name": "b:1883", "state": "silent", "clients": 2, "processes": 1, "last_heartbeat": now - 60_000,
+         "started_at": 5, "address": "mqtt://b:1883"},
+        {"name": "c:1883", "state": "dead", "clients": 0, "processes": 0, "last_heartbeat": 5,
+         "started_at": 5, "address": "mqtt://c:1883"},
+    ]  # fmt: skip
+    assert sessions(api)["car"]["node"] == "a:1883"
 
 
 def sessions(api: Api) -> dict[str, dict[str, object]]:

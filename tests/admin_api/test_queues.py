@@ -47,6 +47,8 @@ def test_define_refuses_bad_names_and_attributes_before_the_queue_manager(api: A
     for body, field in (
         ({"name": "BAD NAME"}, "name"),
         ({"name": "Q" * 49}, "name"),
+        ({"name": ".."}, "name"),
+        ({"name": "."}, "name"),
         ({"name": "Q", "max_depth": -1}, "max_depth"),
         ({"name": "Q", "def_priority": 10}, "def_priority"),
         ({"name": "Q", "usage": "remote"}, "usage"),

@@ -69,7 +69,7 @@ def serving(
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
+        print(process.communicate()[0])  # shown beside a failure: what the broker logged
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_a_router_that_crashes_stops_the_api_and_its_error_is_raised(
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with pytest.raises(MQError, match="the router broke"):
-            serve(create_app(qm, Settings()), "127.0.0.1", free_port(), router=routing)
+            serve(create_app(qm, Settings()), listening_socket("127.0.0.1", 0), router=routing)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -78,7 +78,7 @@ def test_broker_errors_map_to_problems(api: Api, router: ServiceThread) -> None:
     no_queue = assert_problem(subscribe(api, topics=["a"], queue="NO.SUCH.QUEUE"), 404, "MQRCCF_Q_NAME_ERROR")
     assert (no_queue["parameter"], no_queue["detail"]) == (
         "QName",
-        "the broker answered: error; MQRCCF_Q_NAME_ERROR (3076) [QName]",
+        "the broker answered: error; MQRCCF_Q_NAME_ERROR (3076) [QName]: queue NO.SUCH.QUEUE does not exist",
     )
     assert_problem(subscribe(api, topics=["a"], qmgr="ELSEWHERE"), 404, "MQRCCF_Q_MGR_NAME_ERROR")
     assert subscribe(api, topics=["mine"], user_id="alice").status_code == 201

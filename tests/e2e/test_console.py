@@ -217,8 +217,14 @@ def test_an_operator_disconnects_mqtt_clients_and_deletes_a_session(
     expect(page.locator(".note")).to_contain_text("Disconnect of MQTT client tablet requested")
     assert tablet_gone.wait(10)
     assert watcher.receive(1)[0].payload == b"cut off"
+
+    def tablet_ended() -> bool:  # after its socket closes and its will goes: a clean session ends with it
+        with brokers.qm.unit_of_work() as uow:
+            return mqtt.find_session(uow.connection, "tablet") is None
+
+    wait_until(tablet_ended, 10, "the clean session of tablet to end")
     page.reload()
-    expect(page.locator("tr[data-client=tablet]")).to_have_count(0)  # a clean session ends with it
+    expect(page.locator("tr[data-client=tablet]")).to_have_count(0)
 
     page.goto(f"{base}/console/subscriptions")
     page.select_option("select[name=protocol]", "mqtt")

@@ -208,7 +208,11 @@ def stop_holding_a_turn(broker: ServeProcess, url: str) -> None:
         os.kill(broker.pid, signal.SIGSTOP)
         time.sleep(0.05)
         if holds_a_claim_turn(url, broker.pid):
-            return
+            # Look again later: a COMMIT sent just before the stop may not have been read by
+            # the server at the first look, and then the turn ends with nobody waiting for it.
+            time.sleep(0.5)
+            if holds_a_claim_turn(url, broker.pid):
+                return
         os.kill(broker.pid, signal.SIGCONT)
         time.sleep(random.uniform(0.01, 0.1))
     raise AssertionError("never found the router holding a claim turn")
@@ -252,7 +256,8 @@ def test_a_stopped_router_loses_its_claim_turn_and_the_stream_flows_on(
     if brokers.url.startswith("postgresql"):  # the server ended the stopped router's transaction
         assert max(waits) >= 1
         # and, once continued, it found its transaction gone: reconnected, or its claim lost
-        assert first.lines("database unavailable; retrying") or first.lines("claim lost; claiming again")
+        reconnected = first.lines("database unavailable; background work waits for it")
+        assert reconnected or first.lines("claim lost; claiming again")
     else:  # the waiting router took the stopped one's claims
         taken = second.lines("claim turn taken over: its owner made no progress")
         assert taken and all(e["idle_seconds"] >= TURN_TIMEOUT for e in taken)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.bench import mqtt_scale
-from broker.bench.mqtt import rss_kb
+from broker.bench.process_stats import rss_kb
 from tests.broker.service.mqtt.clients import MqttBroker
 from tests.e2e.processes import Brokers
 

@@ -135,7 +135,9 @@ def test_pub_on_req_only_request_update_and_delete_pub(brokers: Brokers) -> None
         ok(app.request_update("Weather/#", "ONREQ.Q"))
         assert sorted(bodies(drain(brokers.qm, "ONREQ.Q"))) == ["rain", "sun"]
         unknown = app.request_update("Weather/London", "ONREQ.Q")
-        assert unknown.describe() == "error\n  MQRCCF_NOT_REGISTERED (3073) on topic 'Weather/London'"
+        assert unknown.describe() == (
+            "error\n  MQRCCF_NOT_REGISTERED (3073) on topic 'Weather/London': no such subscription"
+        )
 
         ok(app.delete_publication("Weather/London"))
         assert retained_topics(brokers) == ["Weather/Paris"]
@@ -146,7 +148,10 @@ def test_pub_on_req_only_request_update_and_delete_pub(brokers: Brokers) -> None
 
         ok(app.delete_publication("Weather/#"))
         none = app.request_update("Weather/#", "ONREQ.Q")
-        assert none.describe() == "error\n  MQRCCF_NO_RETAINED_MSG (3077) on topic 'Weather/#'"
+        assert none.describe() == (
+            "error\n  MQRCCF_NO_RETAINED_MSG (3077) on topic 'Weather/#': "
+            "no retained publication on 'Weather/#'"
+        )
 
 
 def test_expiry(brokers: Brokers) -> None:

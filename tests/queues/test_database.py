@@ -9,11 +9,16 @@ its pragmas.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from queues import database, make_engine
 from tests.conftest import PostgresDatabases
@@ -45,7 +50,7 @@ def pings(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     made: list[int] = []
     ping = engine.dialect.do_ping
 
-    def counted(dbapi_connection: object) -> bool:
+    def counted(dbapi_connection: Any) -> bool:
         made.append(1)
         return ping(dbapi_connection)
 
@@ -117,3 +122,89 @@ def test_sqlite_needs_no_maintenance_advice(tmp_path: object) -> None:
     engine = make_engine(f"sqlite:///{tmp_path}/q.db")
     assert database.maintenance_warnings(engine) == []
     engine.dispose()
+
+
+def test_a_postgresql_url_asks_for_a_server_that_accepts_writes_unless_it_says_otherwise() -> None:
+    assert database.normalise_url("postgresql://u@h/db") == (
+        "postgresql+psycopg://u@h/db?target_session_attrs=read-write"
+    )
+    assert database.normalise_url("postgres://u@h/db?target_session_attrs=any").endswith("=any")
+    assert database.normalise_url("sqlite:///broker.db") == "sqlite:///broker.db"
+
+
+@pytest.mark.parametrize(
+    "hosts", ["host=h1:5432&host=h2:5433", "host=h1,h2&port=5432,5433"], ids=["repeated", "lists"]
+)
+def test_a_connection_of_its_own_keeps_every_host_and_the_password(hosts: str) -> None:
+    """Rendered as a URL, SQLAlchemy's ``host=h1:p1&host=h2:p2`` would reach libpq as one host."""
+    params = conninfo_to_dict(database.conninfo(f"postgresql://app:s3%40cret@/broker?{hosts}"))
+    assert params == {
+        "host": "h1,h2",
+        "port": "5432,5433",
+        "dbname": "broker",
+        "user": "app",
+        "password": "s3@cret",
+        "target_session_attrs": "read-write",
+    }
+
+
+def naming_hosts(url: str, *ports: int) -> str:
+    """``url`` with its server given as several hosts of 127.0.0.1, on ``ports`` in that order."""
+    parsed = make_url(url)
+    hosts = tuple(f"127.0.0.1:{port}" for port in ports)
+    return parsed.set(host=None, port=None, query={**parsed.query, "host": hosts}).render_as_string(
+        hide_password=False
+    )
+
+
+def test_of_several_hosts_the_engine_connects_to_the_one_that_answers(
+    postgres: PostgresDatabases,
+) -> None:
+    url = postgres.create()
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nobody = unused.getsockname()[1]  # nothing listens here once it is closed
+    engine = make_engine(naming_hosts(url, nobody, make_url(url).port or 5432))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT current_database()")).scalar_one() == make_url(url).database
+    finally:
+        engine.dispose()
+        postgres.drop(url)
+
+
+def test_a_pooled_connection_to_a_server_that_stopped_accepting_writes_is_replaced(
+    pg_engine: Engine,
+) -> None:
+    """A primary fenced read-only (or a standby) says so as the setting changes: the pool
+    drops the connection at its next checkout, with no round trip, and connects again to a
+    server that accepts writes."""
+    with pg_engine.connect() as conn:
+        fenced = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        conn.execute(text("SET default_transaction_read_only = on"))
+        conn.commit()
+    with pg_engine.begin() as conn:
+        assert int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one()) != fenced
+        conn.execute(text("CREATE TEMPORARY TABLE written (a integer)"))
+
+
+def test_a_write_refused_as_read_only_is_an_outage_not_a_defect(pg_engine: Engine) -> None:
+    """ "cannot execute ... in a read-only transaction": the server is a standby or fenced; the
+    work waits for the primary as it waits for a server that does not answer."""
+    with pg_engine.connect() as conn:
+        conn.execute(text("SET TRANSACTION READ ONLY"))
+        with pytest.raises(DBAPIError) as refused:
+            conn.execute(text("CREATE TEMPORARY TABLE written (a integer)"))
+    assert isinstance(refused.value.orig, psycopg.errors.ReadOnlySqlTransaction)
+    assert database.unavailable(refused.value)
+    assert database.unavailable(refused.value.orig)  # as the hot paths' driver cursors raise it
+
+
+def test_a_server_shutting_down_is_an_outage_not_a_defect(pg_engine: Engine) -> None:
+    """The primary stopped (``pg_ctl stop``, a failover manager demoting it) ends each session
+    with ADMIN_SHUTDOWN, as ``pg_terminate_backend`` does."""
+    with psycopg.connect(database.conninfo(pg_engine.url)) as conn:
+        terminate(pg_engine, conn.info.backend_pid)
+        with pytest.raises(psycopg.errors.AdminShutdown) as ended:
+            conn.execute("SELECT 1")
+    assert database.unavailable(ended.value)

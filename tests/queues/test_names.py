@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import string
 
 import pytest
@@ -10,6 +11,7 @@ from queues.errors import MQError
 from queues.names import (
     DEAD_LETTER_QUEUE,
     MAX_NAME_LENGTH,
+    NAME_PATTERN,
     check_qmgr_name,
     check_queue_name,
     is_valid_name,
@@ -17,8 +19,22 @@ from queues.names import (
 
 # IBM's character set for object names, written out independently of the module.
 ALLOWED = string.ascii_uppercase + string.ascii_lowercase + string.digits + "._/%"
-VALID = ["A", "Q1", "SYSTEM.BROKER.DEFAULT.STREAM", "a/b_c%d.e", "9", "X" * 48, ALLOWED[:48]]
-INVALID = ["", "X" * 49, "MY QUEUE", "Q-1", "Q!", "Qé", "Q\n", "\tQ", "Q*", "Q?", "Q:1", "Q\x00"]
+VALID = [
+    "A",
+    "Q1",
+    "SYSTEM.BROKER.DEFAULT.STREAM",
+    "a/b_c%d.e",
+    "9",
+    "X" * 48,
+    ALLOWED[:48],
+    "...",
+    ".A",
+    "A.",
+    "A/..",
+    "./A",
+]
+INVALID = ["", "X" * 49, "MY QUEUE", "Q-1", "Q!", "Qé", "Q\n", "\tQ", "Q*", "Q?", "Q:1", "Q\x00", ".", ".."]
+DOTS = {".", ".."}  # a browser takes them (and %2E, %2E%2E) for the path's own segments
 
 
 def test_max_name_length_is_mqs():
@@ -55,9 +71,14 @@ def test_dead_letter_queue_has_ibms_name():
     assert is_valid_name(DEAD_LETTER_QUEUE)
 
 
-@given(st.text(alphabet=ALLOWED, min_size=1, max_size=48))
-def test_any_name_of_allowed_characters_up_to_48_is_valid(name):
+@given(st.text(alphabet=ALLOWED, min_size=1, max_size=48).filter(lambda name: name not in DOTS))
+def test_any_name_of_allowed_characters_up_to_48_but_dots_is_valid(name):
     assert is_valid_name(name)
+
+
+@given(st.text(alphabet=ALLOWED + " *", max_size=50))
+def test_the_pattern_the_api_schemas_use_agrees(name):
+    assert (re.fullmatch(NAME_PATTERN, name) is not None) == is_valid_name(name)
 
 
 @given(

@@ -15,7 +15,7 @@ from sqlalchemy import event
 
 import migrations
 from queues import Message, NoMessageAvailable, QueueManager, make_engine
-from queues.waiting import ArrivalNotifier, WakeSockets
+from queues.waiting import COUNTER_GROUPS, ArrivalNotifier, WakeSockets, _group
 from tests.queues import workers
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -268,9 +268,12 @@ def test_an_observer_waits_for_an_announcement_from_another_thread(notifier):
     arrivals.close()
 
 
-def test_the_postgresql_listener_connects_with_the_real_password(monkeypatch):
-    """``str(url)`` masks the password as ``***``: the LISTEN connection must not use that."""
+def test_the_postgresql_listener_connects_with_the_real_password_to_every_host(monkeypatch):
+    """``str(url)`` masks the password as ``***``: the LISTEN connection must not use that. Of a
+    primary and its standby, it must try both, and stay off a standby (``target_session_attrs``):
+    LISTEN needs the primary."""
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
 
     tried: list[str] = []
     called = threading.Event()
@@ -281,7 +284,7 @@ def test_the_postgresql_listener_connects_with_the_real_password(monkeypatch):
         raise psycopg.OperationalError("refused by the test")
 
     monkeypatch.setattr(psycopg, "connect", refuse)
-    engine = make_engine("postgresql://app:s3cret@db.invalid:5432/broker")
+    engine = make_engine("postgresql://app:s3cret@/broker?host=db1.invalid:5432&host=db2.invalid:5433")
     arrivals = ArrivalNotifier(engine, fallback_seconds=0.05)
     try:
         arrivals.wait(["A"], arrivals.token(["A"]), 0.05)
@@ -289,7 +292,14 @@ def test_the_postgresql_listener_connects_with_the_real_password(monkeypatch):
     finally:
         arrivals.close()
         engine.dispose()
-    assert tried[0] == "postgresql://app:s3cret@db.invalid:5432/broker"
+    assert conninfo_to_dict(tried[0]) == {
+        "host": "db1.invalid,db2.invalid",
+        "port": "5432,5433",
+        "dbname": "broker",
+        "user": "app",
+        "password": "s3cret",
+        "target_session_attrs": "read-write",
+    }
 
 
 def test_a_commit_before_the_sqlite_watcher_starts_is_not_missed(tmp_path):
@@ -394,3 +404,18 @@ def test_a_closed_notifier_takes_its_socket_away(sqlite_qm):
     while list(directory.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not list(directory.iterdir())
+
+
+def test_the_arrival_counters_stay_the_same_size_however_many_queues_come_and_go(engine):
+    """A process that sees a million session queues come and go keeps 4,096 counters; a waiter
+    still wakes for its own queue, and only queues sharing its counter wake it besides."""
+    notifier = ArrivalNotifier(engine)
+    notifier.announce(f"SYSTEM.MQTT.{n:036X}" for n in range(20_000))
+    assert len(notifier._versions) == COUNTER_GROUPS
+    token = notifier.token(["APP.Q"])
+    others = [f"OTHER.{n}" for n in range(50) if _group(f"OTHER.{n}") != _group("APP.Q")]
+    notifier.announce(others)
+    assert notifier.token(["APP.Q"]) == token  # nothing of its own: it sleeps on
+    notifier.announce(["APP.Q"])
+    assert notifier.token(["APP.Q"]) != token
+    notifier.close()

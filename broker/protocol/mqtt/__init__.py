@@ -1,11 +1,12 @@
-"""MQTT 3.1 and 3.1.1, pure: the control packets as values (``packets``), their bytes
-(``codec``: :func:`encode` and the incremental :class:`Decoder`), topic name and filter rules
+"""MQTT 3.1, 3.1.1 and 5.0, pure: the control packets as values (``packets``), their bytes
+(``codec``: :func:`encode` and the incremental :class:`Decoder`; ``wire`` for the field types,
+``v5`` for what MQTT 5.0 adds: reason codes, properties), topic name and filter rules
 (``names``) and the error that closes a connection (``errors``). The session state machine
 and the listener that own a connection build on these."""
 
 from __future__ import annotations
 
-from broker.protocol.mqtt import codec, errors, names, packets, session
+from broker.protocol.mqtt import codec, errors, names, packets, session, wire
 from broker.protocol.mqtt.codec import Decoder, encode
 from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
 from broker.protocol.mqtt.names import validate_filter, validate_topic_name
@@ -18,16 +19,20 @@ from broker.protocol.mqtt.packets import (
     CONNACK_UNACCEPTABLE_VERSION,
     DEFAULT_MAX_PACKET_SIZE,
     MAX_REMAINING_LENGTH,
+    MQTT_5,
     MQTT_31,
     MQTT_311,
+    NO_PROPERTIES,
     PROTOCOL_NAMES,
     SUBACK_FAILURE,
+    Auth,
     ConnAck,
     Connect,
     Disconnect,
     Packet,
     PingReq,
     PingResp,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -35,11 +40,13 @@ from broker.protocol.mqtt.packets import (
     PubRel,
     SubAck,
     Subscribe,
+    SubscriptionOptions,
     UnsubAck,
     Unsubscribe,
     Will,
 )
 from broker.protocol.mqtt.session import Session
+from broker.protocol.mqtt.v5.reasons import REASON_CODES, ReasonCode
 
 __all__ = [
     "CONNACK_ACCEPTED",
@@ -50,10 +57,14 @@ __all__ = [
     "CONNACK_UNACCEPTABLE_VERSION",
     "DEFAULT_MAX_PACKET_SIZE",
     "MAX_REMAINING_LENGTH",
+    "MQTT_5",
     "MQTT_31",
     "MQTT_311",
+    "NO_PROPERTIES",
     "PROTOCOL_NAMES",
+    "REASON_CODES",
     "SUBACK_FAILURE",
+    "Auth",
     "ConnAck",
     "Connect",
     "Decoder",
@@ -62,14 +73,17 @@ __all__ = [
     "Packet",
     "PingReq",
     "PingResp",
+    "Properties",
     "PubAck",
     "PubComp",
     "PubRec",
     "PubRel",
     "Publish",
+    "ReasonCode",
     "Session",
     "SubAck",
     "Subscribe",
+    "SubscriptionOptions",
     "UnacceptableProtocol",
     "UnsubAck",
     "Unsubscribe",
@@ -82,4 +96,5 @@ __all__ = [
     "session",
     "validate_filter",
     "validate_topic_name",
+    "wire",
 ]

@@ -16,7 +16,6 @@ IsRetainedPub, which becomes RETAIN=1 (live ones carry RETAIN=0).
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 
@@ -25,7 +24,7 @@ from broker.protocol import psc, rfh2
 from broker.protocol.mqtt.packets import Publish
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message
-from queues.ids import mq_date_time, now_ms
+from queues.ids import mq_date_time, now_ms, unique_id
 from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, derive
 
 QOS_FOLDER = "mqtt"
@@ -41,7 +40,7 @@ DISCARD_OPTIONS = RegOpt.DeregAll | RegOpt.VariableUserId
 def _stamped(message: Message) -> Message:
     """A unique MsgId and a put time: the ids of the deliveries are derived from them."""
     date, time = mq_date_time(now_ms())
-    return derive(message, msg_id=os.urandom(24), put_date=date, put_time=time)
+    return derive(message, msg_id=unique_id(), put_date=date, put_time=time)
 
 
 def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
@@ -63,7 +62,7 @@ def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tup
         template,
         body=template.body + publish.payload,
         user_id=user_id,
-        msg_id=os.urandom(24),
+        msg_id=unique_id(),
         put_date=date,
         put_time=time,
     )

@@ -18,14 +18,24 @@ remotely, stored as the listener's outbound messages are, and forgets only when 
 broker has acknowledged it (PUBACK, PUBCOMP). So QoS 1 and 2 cross at least once whichever
 side restarts or is cut (a duplicate is possible, never a loss); QoS 0 at most once.
 A publication marked with the bridge's own name is never sent back over it (no loop).
+
+A bridge is supervised (``broker.service.supervision``): when its local side fails (the
+database unavailable, say) it ends, and a new one starts after a back-off. Its remote session
+then resends what the bridge had not acknowledged, and its local session what the remote
+broker had not: a failure costs a duplicate at most.
+
+In a cluster every node reads the same bridges, and one runs each: the member holding its
+lease (``broker.store.nodes.take_lease``), which it holds while it is alive. When that
+member is declared dead, another takes the lease, and the bridge's sessions resume there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +44,7 @@ from broker.core.topics import matches
 from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
 from broker.service.config import ConfigError
 from broker.store import mqtt as sessions
+from broker.store import nodes
 
 if TYPE_CHECKING:
     from broker.service.mqtt.listener import MqttListener
@@ -172,31 +183,100 @@ def to_remote(topics: Iterable[BridgeTopic], topic: str) -> tuple[str, int] | No
     return None
 
 
+async def leased(listener: MqttListener, config: BridgeConfig, run: Callable[[], Awaitable[None]]) -> None:
+    """Run the bridge (each ``run()`` a new one) whenever this member holds its lease: it
+    waits while another live member holds it, and stops when the lease is lost."""
+    while True:
+        owner = await _lease(listener, config.name)
+        log.info(
+            "mqtt bridge runs on this node", extra={"bridge": config.name, "node": listener.gateway.node}
+        )
+        try:
+            await _while_held(listener, config.name, owner, run)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(_release_lease, listener, config.name, owner)
+
+
+async def _lease(listener: MqttListener, name: str) -> str:
+    """Take the lease of bridge ``name`` (waiting while a live member holds it); the owner
+    that took it."""
+    while True:
+        owner = listener.gateway.owner
+        if await asyncio.to_thread(_take_lease, listener, name, owner):
+            return owner
+        await asyncio.sleep(listener.membership.period)
+
+
+async def _while_held(
+    listener: MqttListener, name: str, owner: str, run: Callable[[], Awaitable[None]]
+) -> None:
+    """Run a bridge until it fails (raised) or ``owner`` no longer holds its lease."""
+    task = asyncio.ensure_future(run())
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=listener.membership.period)
+            if done:
+                task.result()
+                return
+            if listener.gateway.owner != owner or not await asyncio.to_thread(
+                _holds_lease, listener, name, owner
+            ):
+                log.warning("mqtt bridge lease lost; the bridge stops on this node", extra={"bridge": name})
+                return
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _take_lease(listener: MqttListener, name: str, owner: str) -> bool:
+    with listener.qm.unit_of_work() as uow:
+        return nodes.take_lease(uow.connection, nodes.BRIDGE + name, owner)
+
+
+def _holds_lease(listener: MqttListener, name: str, owner: str) -> bool:
+    with listener.qm.reading() as conn:
+        return nodes.lease_holder(conn, nodes.BRIDGE + name) == owner
+
+
+def _release_lease(listener: MqttListener, name: str, owner: str) -> None:
+    with listener.qm.unit_of_work() as uow:
+        nodes.free_lease(uow.connection, nodes.BRIDGE + name, owner)
+
+
 @dataclass
 class Bridge:
-    """One running bridge, on the listener's event loop."""
+    """One running bridge, on the listener's event loop; ``task`` is its name in the process's
+    health report."""
 
     listener: MqttListener
     config: BridgeConfig
+    task: str
     sent: dict[int, int] = field(default_factory=dict)  # paho message id -> local packet id
     used: set[int] = field(default_factory=set)  # local packet ids in flight
     granted: dict[str, int] = field(default_factory=dict)
     remote: Any = None
+    failure: BaseException | None = None  # of local work nobody awaited: the bridge ends
 
     async def run(self) -> None:
-        """Bridge until cancelled."""
+        """Bridge until cancelled, or until the local side fails (raised)."""
         loop = asyncio.get_running_loop()
         self.remote = self._client(loop)
         try:
             await self._open()
+            self.listener.health.succeeded(self.task)
             self.remote.connect_async(self.config.host, self.config.port, keepalive=30)
             self.remote.loop_start()  # reconnects with back-off by itself
-            while True:
+            while self.failure is None:
                 await self._pump()
                 await asyncio.sleep(POLL_SECONDS)
+            raise self.failure
         finally:
             self.remote.disconnect()
             self.remote.loop_stop()
+
+    def _fail(self, exc: BaseException) -> None:
+        self.failure = exc
 
     def _client(self, loop: asyncio.AbstractEventLoop) -> Any:
         import paho.mqtt.client as paho
@@ -244,8 +324,10 @@ class Bridge:
         opened = await gateway.submit(gateway.open(connect, config.session, config.principal, self._address))
         outbound = tuple((spec.local, spec.qos) for spec in config.topics if spec.outbound())
         if outbound:
-            codes = await gateway.submit(gateway.subscribe(config.session, queue, config.principal, outbound))
-            for (text, _), code in zip(outbound, codes, strict=True):
+            answers = await gateway.submit(
+                gateway.subscribe(config.session, queue, config.principal, outbound)
+            )
+            for (text, _), (code, _) in zip(outbound, answers, strict=True):
                 if code > 2:
                     log.warning(
                         "mqtt bridge subscription refused", extra={"bridge": config.name, "filter": text}
@@ -285,7 +367,7 @@ class Bridge:
     def _forget(self, packet_id: int) -> None:
         self.used.discard(packet_id)
         gateway = self.listener.gateway
-        gateway.post(gateway.acknowledged(self.config.session, [packet_id], received=False))
+        gateway.post(gateway.acknowledged(self.config.session, [packet_id], received=False), self._fail)
 
     def _received(self, message: Any) -> None:
         mapped = to_local(self.config.topics, message.topic)
@@ -299,11 +381,14 @@ class Bridge:
         gateway.submit(job).add_done_callback(lambda done: self._routed(done, message))
 
     def _routed(self, done: asyncio.Future[Any], message: Any) -> None:
-        """Acknowledge to the remote broker only what has been routed (else it sends it again)."""
-        if done.cancelled() or done.exception() is not None:
-            log.warning("mqtt bridge publication not routed", extra={"bridge": self.config.name})
+        """Acknowledge to the remote broker only what has been routed; if it could not be, the
+        bridge ends, and the remote broker sends it again to the next one."""
+        if done.cancelled():
             return
-        if not done.result():
+        if (exc := done.exception()) is not None:
+            self._fail(exc)
+            return
+        if any(done.result()):
             log.warning(
                 "mqtt bridge publication refused", extra={"bridge": self.config.name, "topic": message.topic}
             )

@@ -35,6 +35,11 @@ of QoS 1 publications then costs two exchanges (the check, then the writes and C
 one each for BEGIN, the check, every statement and COMMIT.
 
 A batch that fails is carried out again one job at a time, so one bad job fails alone.
+
+The gateway is a member of the MQTT cluster (``broker.store.nodes``): the sessions it opens
+record its owner name, every batch that writes asserts in its transaction that the member is
+alive (``nodes.guard``), and a batch failed by that guard tells the listener, whose lease was
+taken (``broker.service.mqtt.membership``).
 """
 
 from __future__ import annotations
@@ -45,26 +50,32 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from sqlalchemy import Connection
+
 from broker.core import engine
+from broker.core.cluster import Member
 from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState, QueueInfo
-from broker.core.topics import matches
+from broker.core.topics import matches, server_topic
 from broker.protocol import pscr, rfh2
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
 from broker.protocol.mqtt.session import Outbound, Window
 from broker.protocol.options import RegOpt
-from broker.service.config import Settings
+from broker.service.config import Settings, node_name
+from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridge
 from broker.service.mqtt.inflight import Inflight
 from broker.service.router import RoutingService, UnitOfWorkQueues
+from broker.service.supervision import SupervisedThread
 from broker.store import mqtt as sessions
+from broker.store import nodes
 from broker.store.changes import current_version
 from queues import QueueManager, UnitOfWork
 from queues.definition import MAX_MAX_DEPTH
@@ -72,15 +83,21 @@ from queues.errors import MQError, UnknownObject
 from queues.ids import now_ms
 from queues.message import Message
 from queues.owners import owner_name
+from queues.reasons import Reason
 
 log = logging.getLogger("broker.mqtt")
 
 MAX_JOBS_PER_BATCH = 2000
+# Publications a batch routes, about (a job is never split): a client's job that waits behind a
+# flood of others waits for about this much routing (broker.service.mqtt.intake).
+MAX_WEIGHT_PER_BATCH = 1000
+URGENT_COMPANY = 200  # publications of the waiting clients that go in a batch with urgent jobs
 LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
 QOS_CACHE = 1024  # topics whose granted QoS an outlet remembers
 SESSION_QUEUE = "MQTT session"  # the description of a session's queue
 FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
+GATEWAY_TASK = "mqtt-gateway"
 
 Send = Callable[[list[Publish]], None]
 
@@ -129,6 +146,70 @@ class Opened:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """The session to open is held by another listener process (of this node or another):
+    ``owner``, which must let it go first (``broker.service.mqtt.takeover``)."""
+
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What the release of a dead member's sessions did (``Gateway.release``)."""
+
+    member: Member
+    persistent: int  # sessions now offline
+    clean: int  # sessions ended
+    wills: int  # wills published
+
+
+@dataclass(slots=True)
+class Later:
+    """A job's result that is known only once its batch's sessions are opened or closed
+    (:meth:`Gateway.open`): the batch does that for all its jobs at once."""
+
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A session to open in the batch (see :meth:`Gateway.open`)."""
+
+    connect: Connect
+    client_id: str
+    user_id: str
+    address: str
+    send: Send | None
+    loop: asyncio.AbstractEventLoop
+    later: Later
+
+    @property
+    def queue(self) -> str:
+        return sessions.queue_for(self.client_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Resumed:
+    """What the persistent sessions a batch resumes had: their messages in flight, their
+    filters' QoS and their QoS 2 ids awaiting PUBREL, a query each for them all (a fleet
+    failing over from a dead node resumes at once)."""
+
+    runs: dict[str, list[sessions.OutboundRun]]
+    granted: dict[str, dict[str, int]]
+    awaiting_release: dict[str, list[int]]
+
+    @classmethod
+    def read(cls, conn: Connection, client_ids: list[str]) -> _Resumed:
+        if not client_ids:
+            return cls({}, {}, {})
+        return cls(
+            sessions.load_runs_of(conn, client_ids),
+            sessions.granted_of(conn, client_ids),
+            sessions.awaiting_release_of(conn, client_ids),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Drained:
     """What a drain of a session queue found: ``more`` may be waiting; ``blocked``: the
     in-flight window is full, so nothing was taken."""
@@ -167,13 +248,17 @@ class Batch:
         self.refused: Counter[str] = Counter()  # publications refused, by client id
         self.sends: dict[Outlet, list[Publish]] = {}
         self.numbered: list[tuple[Window, int]] = []  # given back if the batch fails
+        self.opening: list[Opening] = []  # sessions to open, all at once (Gateway.open)
+        self.closing: list[tuple[str, str]] = []  # (client id, queue) of clean sessions ending
+        self._guarded = False  # the member's lease asserted in this transaction
 
     @property
     def uow(self) -> UnitOfWork:
         """The batch's unit of work, opened when a job first needs one: a batch of
         :class:`Deferred` jobs may need none until its writes."""
         if self._uow is None:
-            self._uow = self._stack.enter_context(self.gateway.qm.unit_of_work())
+            gateway = self.gateway
+            self._uow = self._stack.enter_context(gateway.qm.unit_of_work(on=gateway.connection()))
         return self._uow
 
     def commit(self) -> None:
@@ -188,6 +273,11 @@ class Batch:
                 self.write()
 
     @property
+    def durable(self) -> bool:
+        """Whether the batch wrote to the database (so it has shown the database usable)."""
+        return self._uow is not None
+
+    @property
     def pending(self) -> bool:
         return bool(
             self.effects or self.received or self.forgotten or self.sending or self.touched or self.refused
@@ -197,8 +287,12 @@ class Batch:
         """Carry out the writes so far: deletions before insertions, as a QoS 2 id forgotten
         may be recorded again in the same batch. The new outbound messages are one run per
         session; the runs acknowledged or PUBREC'd are rewritten, or deleted with their last
-        message. Only the effects' writes read anything back."""
+        message. Only the effects' writes read anything back. The first write of a batch
+        asserts the member's lease: one declared dead commits nothing more."""
         conn = self.uow.connection
+        if not self._guarded:
+            nodes.guard(conn, self.gateway.owner)
+            self._guarded = True
         sessions.forget_received(conn, self.forgotten)
         sessions.record_received(conn, self.received)
         if self.touched:
@@ -312,13 +406,15 @@ class Deferred:
     acknowledgements): a batch of such jobs routes against the in-memory state once one query
     outside any transaction has shown it current, and opens its unit of work for the writes
     alone. A ``memory`` job (routing a QoS 0 publication) needs not even that query while the
-    state is fresher than ``FRESH_SECONDS``."""
+    state is fresher than ``FRESH_SECONDS``. ``weight``: the publications it routes (a
+    batch takes about ``MAX_WEIGHT_PER_BATCH`` of them)."""
 
-    __slots__ = ("memory", "run")
+    __slots__ = ("memory", "run", "weight")
 
-    def __init__(self, run: Callable[[Batch], Any], *, memory: bool = False) -> None:
+    def __init__(self, run: Callable[[Batch], Any], *, memory: bool = False, weight: int = 1) -> None:
         self.run = run
         self.memory = memory
+        self.weight = weight
 
     def __call__(self, batch: Batch) -> Any:
         return self.run(batch)
@@ -341,6 +437,28 @@ Job = Callable[[Batch], Any]
 Future = asyncio.Future[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A job nobody awaits (:meth:`Gateway.post`): ``failed`` is called on ``loop`` if it fails."""
+
+    loop: asyncio.AbstractEventLoop
+    failed: Callable[[BaseException], None]
+
+
+Answer = Future | Posted  # where a job's result goes
+_POSTED = object()  # on the queue of jobs: something was posted (see Gateway.post)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A job handed to the gateway thread, and where its result goes."""
+
+    job: Job
+    answer: Answer
+    lazy: bool
+    urgent: bool
+
+
 class Gateway:
     """Runs jobs in batches, one transaction each, on its own thread."""
 
@@ -355,39 +473,83 @@ class Gateway:
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
         self.inflight: dict[bytes, Inflight] = {}
-        self.owner = owner_name("mqtt")  # what the sessions it opens record as their holder
-        self._jobs: queue.SimpleQueue[tuple[Job, Future | None, bool] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="mqtt-gateway", daemon=True)
+        # The member it is in the cluster: what the sessions it opens record as their holder.
+        self.owner = owner_name("mqtt")
+        self.node = node_name(settings)
+        self.address = ""  # its MQTT listeners, for people
+        # Called on the gateway's thread when a batch finds the member declared dead.
+        self.lease_lost: Callable[[], object] | None = None
+        self.health = metrics.health
+        # Bounded by what submits to it, not here: a connection's jobs count in the listener's
+        # Intake, which stops reading it (and, past the total, every connection holding work);
+        # session opens wait for Admission's half-open places; the chores await each job.
+        self._jobs: queue.SimpleQueue[Item | object | None] = queue.SimpleQueue()
+        # Posted jobs wait here, not on _jobs: taking one off _jobs wakes the thread, and a
+        # client's every PUBACK would cost a wake-up (and a hand-over of the interpreter lock).
+        # Bounded by the deliveries in flight: the session acknowledges only packet ids it sent,
+        # at most mqtt_max_inflight per client.
+        self._posted: deque[Item] = deque()
+        self._posted_told = False  # the thread has been woken for what _posted holds
+        # Jobs taken off _jobs and not yet run: the urgent ones go first (see submit).
+        self._urgent: deque[Item] = deque()
+        self._rest: deque[Item] = deque()
+        self._stopping = False
+        self._thread = SupervisedThread(GATEWAY_TASK, self._run, self.health)
         self._seq = 0
         self._refreshed = 0.0  # time.monotonic() of the state's last refresh
+        # The thread's own connection, for every batch (see connection), and on SQLite the
+        # data version it read when the state was last known current.
+        self._connection: Connection | None = None
+        self._data_version: int | None = None
 
-    def start(self, *, mark_offline: bool = True) -> None:
-        """Start the thread. ``mark_offline``: no client is connected yet (the broker's first
-        listener: a session marked online was cut by a stop or a crash)."""
+    def start(self, address: str = "") -> None:
+        """Join the cluster as a member serving ``address`` (its MQTT listeners), and start
+        the thread."""
+        self.address = address
         with self.qm.unit_of_work() as uow:
-            if mark_offline:
-                sessions.set_offline(uow.connection, now_ms())
+            self.join(uow.connection, address, self.owner)
             self._seq = sessions.last_outbound_seq(uow.connection)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Finish the jobs already handed in, then end the thread."""
-        self._jobs.put(None)
-        self._thread.join(timeout=30)
+    def join(self, conn: Connection, address: str, owner: str) -> None:
+        """Register ``owner`` as a live member (at start; with a new owner name once the
+        lease of the last one was lost)."""
+        now = now_ms()
+        nodes.register(conn, Member(owner, self.node, address, now, 1, now, 0))
 
-    def submit(self, job: Job, *, lazy: bool = False) -> asyncio.Future[Any]:
+    def stop(self) -> None:
+        """Finish the jobs already handed in, then end the thread (and close its connection);
+        the member leaves the cluster (what its connections left is released by another)."""
+        self._jobs.put(None)
+        self._thread.join(30)
+        self._drop_connection()
+        # The database away: it is declared dead later.
+        with contextlib.suppress(Exception), self.qm.unit_of_work() as uow:
+            nodes.leave(uow.connection, self.owner, now_ms())
+
+    def submit(self, job: Job, *, lazy: bool = False, urgent: bool = True) -> asyncio.Future[Any]:
         """Run ``job`` in the next batch; the future (of the calling loop) gets its result.
         A ``lazy`` job (forgetting acknowledged messages: losing it costs a duplicate QoS 1
         delivery at most, never a loss) does not call for a commit of its own: it waits up
-        to ``LAZY_SECONDS`` for a batch that commits anyway."""
+        to ``LAZY_SECONDS`` for a batch that commits anyway. A job that is not ``urgent`` (a
+        connection's while it has others waiting) goes after the urgent ones of the next
+        batches: a client flooding the broker delays the others by one batch at most. A
+        connection's jobs keep their order: it submits nothing urgent while it has jobs
+        waiting."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._jobs.put((job, future, lazy))
+        self._jobs.put(Item(job, future, lazy, urgent))
         return future
 
-    def post(self, job: Job) -> None:
+    def post(self, job: Job, failed: Callable[[BaseException], None]) -> None:
         """Run ``job`` lazily (as :meth:`submit` does), its result awaited by nobody: an
-        acknowledgement, one per delivery, needs no future of its own."""
-        self._jobs.put((job, None, True))
+        acknowledgement, one per delivery, needs no future of its own. If it fails, ``failed``
+        is called with the error on the calling loop. Posting wakes the thread only if nothing
+        posted is waiting already: the acknowledgements of a batch's deliveries cost one
+        wake-up, not one each."""
+        self._posted.append(Item(job, Posted(asyncio.get_running_loop(), failed), True, True))
+        if not self._posted_told:
+            self._posted_told = True
+            self._jobs.put(_POSTED)
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -395,35 +557,98 @@ class Gateway:
 
     # -- the thread ------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._jobs.get()
-            if first is None:
-                break
-            pending = [first]
-            urgent = not first[2]
-            deadline = time.monotonic() + LAZY_SECONDS
-            while len(pending) < MAX_JOBS_PER_BATCH:
-                wait = 0.0 if urgent else deadline - time.monotonic()
-                try:
-                    item = self._jobs.get(timeout=wait) if wait > 0 else self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                pending.append(item)
-                urgent = urgent or not item[2]
-            self._batch([(job, future) for job, future, _ in pending])
+    def _run(self, _: threading.Event) -> None:
+        """Take the jobs in batches until :meth:`stop` (which a job cannot be: the thread runs
+        every job handed in before its stop, whatever its stop event says)."""
+        while (pending := self._next_batch()) is not None:
+            if not pending:  # woken for posted jobs another batch has taken
+                continue
+            jobs = [(item.job, item.answer) for item in pending]
+            try:
+                self._batch(jobs)
+            except Exception as exc:  # a defect outside any job: their clients must hear of it
+                self.health.failed(GATEWAY_TASK, exc)
+                _settle({}, [(answer, exc, True) for _, answer in jobs])
 
-    def _batch(self, jobs: list[tuple[Job, Future | None]]) -> None:
+    def _next_batch(self) -> list[Item] | None:
+        """The jobs of the next batch (None once stopped and done): every urgent one waiting,
+        then the others in the order they came, up to ``MAX_JOBS_PER_BATCH`` jobs and about
+        ``MAX_WEIGHT_PER_BATCH`` publications. Waits for a first job; a batch of lazy jobs
+        alone waits up to ``LAZY_SECONDS`` for company."""
+        idle = not self._urgent and not self._rest
+        if idle and (self._stopping or not self._queue(self._jobs.get())):
+            return None
+        self._take_waiting()
+        lazy = all(item.lazy for lane in (self._urgent, self._rest) for item in lane)
+        deadline = time.monotonic() + LAZY_SECONDS
+        while lazy and not self._stopping and (wait := deadline - time.monotonic()) > 0:
+            try:
+                item = self._jobs.get(timeout=wait)
+            except queue.Empty:
+                break
+            lazy = self._queue(item) and (not isinstance(item, Item) or item.lazy)
+        self._take_posted()
+        if not self._urgent and not self._rest:
+            return [] if not self._stopping else None
+        batch: list[Item] = []
+        weight = 0
+        for lane in (self._urgent, self._rest):
+            while lane and len(batch) < MAX_JOBS_PER_BATCH and (not batch or weight < MAX_WEIGHT_PER_BATCH):
+                item = lane.popleft()
+                batch.append(item)
+                weight += getattr(item.job, "weight", 1)
+            weight = max(weight, MAX_WEIGHT_PER_BATCH - URGENT_COMPANY) if batch else 0
+        return batch
+
+    def _take_waiting(self) -> None:
+        while len(self._urgent) + len(self._rest) < MAX_JOBS_PER_BATCH:
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            self._queue(item)
+        self._take_posted()
+
+    def _take_posted(self) -> None:
+        """Move what was posted to the urgent lane (the flag first: a job posted meanwhile
+        wakes the thread again, or is taken here)."""
+        self._posted_told = False
+        posted = self._posted
+        while posted:
+            self._urgent.append(posted.popleft())
+
+    def _queue(self, item: Item | object | None) -> bool:
+        """Put ``item`` in its lane (the posted jobs, for the wake-up that tells of them);
+        False for the stop."""
+        if item is None:
+            self._stopping = True
+            return False
+        if isinstance(item, Item):
+            (self._urgent if item.urgent else self._rest).append(item)
+        else:
+            self._take_posted()
+        return True
+
+    def _batch(self, jobs: list[tuple[Job, Answer]]) -> None:
+        """Carry out ``jobs`` in one unit of work. If the database is unavailable, they all
+        fail at once (the clients waiting are told; nothing was committed); if one of them
+        fails otherwise, they are carried out again one by one, so that it fails alone."""
         try:
             batch, results = self._commit([job for job, _ in jobs])
         except Exception as exc:
             # The in-memory state and the index saw changes that were not committed.
             self.router.state = None
             self.inflight.clear()
+            self._drop_connection()
+            if database_unavailable(exc):
+                self.health.failed(GATEWAY_TASK, exc)
+                _settle({}, [(answer, exc, True) for _, answer in jobs])
+                return
+            if not self._alive():  # the guard failed the batch: every batch would fail alike
+                _settle({}, [(answer, nodes.LeaseLost(self.owner), True) for _, answer in jobs])
+                if self.lease_lost is not None:
+                    self.lease_lost()
+                return
             if len(jobs) > 1:
                 log.warning("mqtt batch failed; running its jobs one by one", extra={"error": repr(exc)})
                 for one in jobs:
@@ -433,8 +658,10 @@ class Gateway:
             self.metrics.record_error("mqtt", repr(exc))
             _settle({}, [(jobs[0][1], exc, True)])
             return
+        if batch.durable:
+            self.health.succeeded(GATEWAY_TASK)
         _settle(
-            batch.sends, [(future, result, False) for (_, future), result in zip(jobs, results, strict=True)]
+            batch.sends, [(answer, result, False) for (_, answer), result in zip(jobs, results, strict=True)]
         )
 
     def _commit(self, jobs: list[Job]) -> tuple[Batch, list[Any]]:
@@ -448,13 +675,18 @@ class Gateway:
                 uow: UnitOfWork | None = None
                 state = self._current(jobs)
                 if state is None:
-                    uow = stack.enter_context(self.qm.unit_of_work())
+                    connection = self.connection()
+                    seen = _data_version(connection)  # before the state is read, in a transaction
+                    uow = stack.enter_context(self.qm.unit_of_work(on=connection))
                     self._refreshed = time.monotonic()
                     state = self.router.state_in(uow)
+                    self._data_version = seen
                 batch = Batch(self, uow, state, now_ms(), stack)
                 results = [job(batch) for job in jobs]
+                self._close_all(batch)
+                self._open_all(batch)
                 batch.commit()
-            return batch, results
+            return batch, [result.value if isinstance(result, Later) else result for result in results]
         except BaseException:
             if batch is not None:
                 batch.undo()
@@ -472,11 +704,41 @@ class Gateway:
         now = time.monotonic()
         if now - self._refreshed < FRESH_SECONDS and all(job.memory for job in deferred):
             return state
-        with self.qm.reading() as conn:
-            if current_version(conn) != self.router.store.version:
-                return None
+        seen = _data_version(self.connection())
+        if seen is None or seen != self._data_version:  # on SQLite: someone else committed
+            with self.qm.reading() as conn:
+                if current_version(conn) != self.router.store.version:
+                    return None
+            self._data_version = seen
         self._refreshed = now
         return state
+
+    def _alive(self) -> bool:
+        """Whether this member is still alive, as far as the database answers."""
+        try:
+            with self.qm.reading() as conn:
+                return nodes.holds(conn, self.owner)
+        except Exception:
+            return True
+
+    def connection(self) -> Connection:
+        """The connection every batch uses, held for as long as it works: a connection from the
+        pool for each batch cost more than a small batch's own statements (its checkout, and
+        on SQLite a cold page cache), and on SQLite it tells for nothing whether anybody else
+        has committed since the state was last known current (``PRAGMA data_version``)."""
+        held = self._connection
+        if held is None or held.closed or held.invalidated:
+            self._drop_connection()
+            held = self._connection = self.qm.engine.connect()
+            _end_when_stopped(held, self.settings.node_timeout)
+        return held
+
+    def _drop_connection(self) -> None:
+        """Close the held connection (a batch failed on it: the next opens another)."""
+        held, self._connection, self._data_version = self._connection, None, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                held.close()
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -486,66 +748,105 @@ class Gateway:
         """Open the stored session of ``client_id`` for this connection: a clean session
         starts empty; a persistent one resumes what it had (its queue outlives it). With
         ``send`` (a connection's, called on this loop), deliveries may go straight to it
-        once a drain has found its queue empty."""
+        once a drain has found its queue empty. The sessions a batch opens are opened
+        together (:meth:`_open_all`): a wave of clients connecting is a few statements, not
+        a few each."""
         loop = asyncio.get_running_loop()
 
-        def job(batch: Batch) -> Opened:
-            batch.write()  # what the batch holds for the session so far, before it is read
-            conn = batch.uow.connection
-            queue_name = sessions.queue_for(client_id)
-            batch.uow.ensure_queue(queue_name, max_depth=MAX_MAX_DEPTH, description=SESSION_QUEUE)
-            stored = sessions.find_session(conn, client_id)
-            present = stored is not None and not stored.clean and not connect.clean_session
-            if stored is not None and not present:
-                self._discard(batch, stored.client_id, stored.queue)
-            sessions.save_session(
-                conn,
-                sessions.StoredSession(
-                    client_id,
-                    queue_name,
-                    user_id,
-                    connect.clean_session,
-                    connect.protocol_level,
-                    address,
-                    batch.now if stored is None or not present else stored.created_at,
-                    batch.now,
-                    owner=self.owner,
-                ),
-            )
-            runs = sessions.load_runs(conn, client_id) if present else []
-            self.inflight[sessions.session_key(client_id)] = Inflight(runs)
-            rows = [row for run in runs for row in run.in_flight()]
-            if present:  # its messages go on after those another listener process stored
-                self._seq = max(self._seq, sessions.last_outbound_seq(conn, client_id))
-            # A new session's queue is empty (a discarded one's was emptied above): nothing to
-            # drain before deliveries go straight to the client.
-            behind = present or batch.uow.depth(queue_name) > 0
-            if send is not None:
-                window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
-                granted = sessions.granted(conn, client_id) if present else {}
-                outlet = Outlet(
-                    client_id,
-                    sessions.session_key(client_id),
-                    queue_name,
-                    window,
-                    granted,
-                    send,
-                    loop,
-                    behind,
-                )
-                self.outlets[queue_name] = outlet
-            if not present:
-                return Opened(False, [], [], behind)
-            outbound = [
-                Outbound(
-                    Publish(row.topic, row.payload, row.qos, row.retain, packet_id=row.packet_id),
-                    row.released,
-                )
-                for row in rows
-            ]
-            return Opened(True, sessions.awaiting_release(conn, client_id), outbound, behind)
+        def job(batch: Batch) -> Later:
+            later = Later()
+            batch.opening.append(Opening(connect, client_id, user_id, address, send, loop, later))
+            return later
 
         return job
+
+    def _open_all(self, batch: Batch) -> None:
+        """Open the batch's sessions: their stored sessions read, their queues defined and
+        their rows saved with a statement each for them all; only a persistent session
+        resumed reads what it had, on its own."""
+        openings = batch.opening
+        if not openings:
+            return
+        batch.write()  # what the batch holds for these sessions so far, before they are read
+        uow = batch.uow
+        found = sessions.find_sessions(uow.connection, [opening.client_id for opening in openings], lock=True)
+        openings = [opening for opening in openings if not self._held(opening, found.get(opening.client_id))]
+        if not openings:
+            return
+        present: dict[str, sessions.StoredSession] = {}
+        for opening in openings:
+            stored = found.get(opening.client_id)
+            if stored is not None and not stored.clean and not opening.connect.clean_session:
+                present[opening.client_id] = stored
+            elif stored is not None:
+                self._discard(batch, stored.client_id, stored.queue)
+        names = [opening.queue for opening in openings]
+        uow.ensure_queues(names, max_depth=MAX_MAX_DEPTH, description=SESSION_QUEUE)
+        saved = [self._saved(opening, present.get(opening.client_id), batch.now) for opening in openings]
+        sessions.save_sessions(uow.connection, saved, existing=present.keys())
+        definitions = uow.definitions(names)  # one query: which new sessions' queues hold messages
+        resumed = _Resumed.read(uow.connection, list(present))
+        for opening in openings:
+            definition = definitions[opening.queue]
+            waiting = definition is not None and uow.depth(opening.queue) > 0
+            opening.later.value = self._opened(opening, resumed, waiting)
+
+    def _held(self, opening: Opening, stored: sessions.StoredSession | None) -> bool:
+        """Whether another listener process holds the session ``opening`` opens (its answer
+        is then :class:`Held`): one of a live member, or of a dead one not released yet."""
+        if stored is None or not stored.online or not stored.node or stored.owner == self.owner:
+            return False
+        opening.later.value = Held(stored.owner)
+        return True
+
+    def _saved(
+        self, opening: Opening, present: sessions.StoredSession | None, now: int
+    ) -> sessions.StoredSession:
+        """The session ``opening`` saves (``present``: the persistent one it resumes)."""
+        connect = opening.connect
+        return sessions.StoredSession(
+            opening.client_id,
+            opening.queue,
+            opening.user_id,
+            connect.clean_session,
+            connect.protocol_level,
+            opening.address,
+            now if present is None else present.created_at,
+            now,
+            owner=self.owner,
+            will=connect.will,
+        )
+
+    def _opened(self, opening: Opening, resumed: _Resumed, waiting: bool) -> Opened:
+        """The session is saved: its index of messages in flight and its outlet; what a
+        persistent one resumes (``resumed``: what the batch's resumed sessions had)."""
+        client_id = opening.client_id
+        present = client_id in resumed.granted
+        runs = resumed.runs.get(client_id, [])
+        self.inflight[sessions.session_key(client_id)] = Inflight(runs)
+        rows = [row for run in runs for row in run.in_flight()]
+        # Its messages go on after those another listener process stored.
+        self._seq = max([self._seq, *(run.seq for run in runs)])
+        # A new session's queue is empty (a discarded one's was emptied): nothing to drain
+        # before deliveries go straight to the client.
+        behind = present or waiting
+        if opening.send is not None:
+            window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
+            granted = resumed.granted.get(client_id, {})
+            key = sessions.session_key(client_id)
+            outlet = Outlet(
+                client_id, key, opening.queue, window, granted, opening.send, opening.loop, behind
+            )
+            self.outlets[opening.queue] = outlet
+        if not present:
+            return Opened(False, [], [], behind)
+        outbound = [
+            Outbound(
+                Publish(row.topic, row.payload, row.qos, row.retain, packet_id=row.packet_id), row.released
+            )
+            for row in rows
+        ]
+        return Opened(True, resumed.awaiting_release[client_id], outbound, behind)
 
     def offline(self, client_id: str) -> Job:
         """A persistent session's client has gone: it stays, marked offline."""
@@ -553,19 +854,82 @@ class Gateway:
         def job(batch: Batch) -> None:
             self.outlets.pop(sessions.queue_for(client_id), None)
             self.inflight.pop(sessions.session_key(client_id), None)
-            sessions.set_offline(batch.uow.connection, batch.now, [client_id])
+            sessions.set_offline(batch.uow.connection, batch.now, [client_id], owner=self.owner)
 
         return job
+
+    def will(self, client_id: str, publish: Publish, user_id: str) -> Job:
+        """Publish the will of ``client_id``'s connection, which ended without DISCONNECT, and
+        forget it in the same commit: it is published once, here or, should this member die
+        first, by the one releasing its sessions. Returns the reason it was refused for, or 0."""
+
+        def job(batch: Batch) -> int:
+            refused = self._route(batch, client_id, publish, user_id, "")
+            if refused:
+                batch.refused[client_id] += 1
+            sessions.clear_will(batch.uow.connection, client_id)
+            return refused
+
+        return job
+
+    def release(self, owner: str) -> Job:
+        """Release the sessions of ``owner``, a member declared dead, unless another member
+        has: in one commit, its persistent sessions offline (their queues and messages in
+        flight kept), its clean ones ended, the wills of its clients published. Returns what
+        was done, or None."""
+
+        def job(batch: Batch) -> Released | None:
+            batch.write()
+            conn = batch.uow.connection
+            member = nodes.release(conn, owner, batch.now)
+            if member is None:
+                return None
+            held = sessions.release_owner(conn, owner, batch.now)
+            wills = 0
+            for stored in held:
+                if stored.will is not None:
+                    will = stored.will
+                    publish = Publish(will.topic, will.payload, will.qos, will.retain)
+                    wills += not self._route(batch, stored.client_id, publish, stored.user_id, "")
+            clean = [stored for stored in held if stored.clean]
+            for stored in clean:
+                self._discard(batch, stored.client_id, stored.queue, delete=True)
+            return Released(member, len(held) - len(clean), len(clean), wills)
+
+        return job
+
+    def forget(self) -> Job:
+        """Forget the sessions this member served: its lease was lost, they are others' now."""
+
+        def job(_: Batch) -> None:
+            self.outlets.clear()
+            self.inflight.clear()
+
+        return Deferred(job, memory=True)
 
     def close(self, client_id: str, queue_name: str) -> Job:
         """A clean session ends with its connection: subscriptions, rows, messages and queue
-        go, in the batch (a wave of clients leaving is a few commits, not one each)."""
+        go. Its subscriptions go at once (the batch's later publications do not reach it);
+        its rows and queue with those of the batch's other sessions ending
+        (:meth:`_close_all`): a wave of clients leaving is a few statements, not a few each."""
 
         def job(batch: Batch) -> None:
-            batch.write()
-            self._discard(batch, client_id, queue_name, delete=True)
+            self.outlets.pop(queue_name, None)
+            self.inflight.pop(sessions.session_key(client_id), None)
+            batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
+            batch.closing.append((client_id, queue_name))
 
         return job
+
+    def _close_all(self, batch: Batch) -> None:
+        """Delete the rows and the queues of the clean sessions ending in the batch, after
+        its other writes (deliveries made to them before they went go with them)."""
+        if not batch.closing:
+            return
+        batch.write()
+        client_ids, queues = zip(*batch.closing, strict=True)
+        sessions.delete_sessions(batch.uow.connection, client_ids)
+        batch.uow.delete_queues(queues)
 
     def expire(self, before: int) -> Job:
         """Discard the sessions offline since before the epoch ms ``before`` (session expiry),
@@ -631,48 +995,63 @@ class Gateway:
                 pass
 
     def publish(self, client_id: str, publishes: Sequence[Publish], user_id: str, *, origin: str = "") -> Job:
-        """Route PUBLISHes, in order; a QoS 2 id is recorded in the same commit. Returns
-        whether each was routed (False: the principal may not publish there). QoS 0 ones
-        alone need no unit of work of their own."""
+        """Route PUBLISHes, in order; a QoS 2 id is recorded in the same commit. Returns the
+        reason each was refused for (0: routed; MQRCCF_NOT_AUTHORIZED: the principal may not
+        publish there; MQRCCF_TOPIC_ERROR: a topic longer than MQ's; MQRC_NOT_AUTHORIZED: a
+        client's (``client_id``) topic starting with ``$``, the broker's own whatever the ACL
+        says, MQTT 3.1.1 4.7.2). QoS 0 ones alone need no unit of work of their own."""
 
-        def job(batch: Batch) -> list[bool]:
-            routed: list[bool] = []
+        def job(batch: Batch) -> list[int]:
+            routed: list[int] = []
             for publish in publishes:
-                message, headers = bridge.decoded_publication(publish, user_id, origin)
-                outcome = batch.route(message, self.stream, publish, headers)
-                if publish.retain and not publish.payload:
-                    batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
+                refused = self._route(batch, client_id, publish, user_id, origin)
                 if publish.qos == 2 and publish.packet_id is not None:
                     batch.received.append((client_id, publish.packet_id))
-                ok = outcome.completion != pscr.ERROR
-                if not ok:
+                if refused:
                     batch.refused[client_id] += 1
-                routed.append(ok)
+                routed.append(refused)
             return routed
 
-        return Deferred(job, memory=not any(publish.qos for publish in publishes))
+        return Deferred(job, memory=not any(publish.qos for publish in publishes), weight=len(publishes))
+
+    def _route(self, batch: Batch, client_id: str, publish: Publish, user_id: str, origin: str) -> int:
+        """Route one PUBLISH of ``client_id`` (""; the broker's, a bridge's); the reason it was
+        refused for, or 0. A client's on a ``$`` topic is refused whatever the ACL says."""
+        if client_id and server_topic(publish.topic):
+            return int(Reason.MQRC_NOT_AUTHORIZED)
+        return self._publish_one(batch, publish, user_id, origin)
+
+    def _publish_one(self, batch: Batch, publish: Publish, user_id: str, origin: str) -> int:
+        """Route one PUBLISH; the reason it was refused for, or 0."""
+        message, headers = bridge.decoded_publication(publish, user_id, origin)
+        outcome = batch.route(message, self.stream, publish, headers)
+        if publish.retain and not publish.payload:
+            batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
+        return outcome.reason if outcome.completion == pscr.ERROR else 0
 
     def subscribe(
         self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
     ) -> Job:
-        """Register each filter; the return code is the QoS granted or 0x80 if refused. The
+        """Register each filter; returns (return code, reason) of each: the QoS granted and 0,
+        or 0x80 and why it was refused (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The
         retained publications sent for them are queued, and sent at the QoS granted."""
 
-        def job(batch: Batch) -> list[int]:
-            codes: list[int] = []
+        def job(batch: Batch) -> list[tuple[int, int]]:
+            answers: list[tuple[int, int]] = []
             granted: list[tuple[str, int]] = []
             for text, qos in topics:
                 outcome = batch.route(bridge.registration((text,), queue_name, user_id), self.control)
                 if outcome.completion == pscr.ERROR or outcome.refused_topics:
-                    codes.append(SUBACK_FAILURE)
+                    answers.append((SUBACK_FAILURE, outcome.reason))
                 else:
-                    codes.append(qos)
+                    answers.append((qos, 0))
                     granted.append((text, qos))
+            refused = sum(1 for code, _ in answers if code == SUBACK_FAILURE)
             sessions.grant(batch.uow.connection, client_id, granted)
-            sessions.count_refused(batch.uow.connection, {client_id: codes.count(SUBACK_FAILURE)})
+            sessions.count_refused(batch.uow.connection, {client_id: refused})
             if (outlet := self.outlets.get(queue_name)) is not None:
                 outlet.grant(granted)
-            return codes
+            return answers
 
         return job
 
@@ -799,6 +1178,25 @@ class Gateway:
         return len(taken), out
 
 
+def _data_version(connection: Connection) -> int | None:
+    """SQLite's ``PRAGMA data_version`` of ``connection`` (it changes when another connection
+    commits), read outside any transaction; None elsewhere."""
+    if connection.dialect.name != "sqlite" or connection.in_transaction():
+        return None
+    version: int = connection.connection.dbapi_connection.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
+    return version
+
+
+def _end_when_stopped(connection: Connection, seconds: float) -> None:
+    """PostgreSQL: have the server end ``connection``'s transaction (and the connection) once
+    it has been idle ``seconds``. A member stopped in the middle of a batch (SIGSTOP) would
+    otherwise hold its lease's row lock, and nobody could declare it dead."""
+    if connection.dialect.name != "postgresql":
+        return
+    connection.exec_driver_sql(f"SET idle_in_transaction_session_timeout = {int(seconds * 1000)}")
+    connection.commit()
+
+
 def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
     """Take the ``count`` oldest messages off ``queue_name``; returns how many there were."""
     dropped = 0
@@ -813,16 +1211,18 @@ def _granted_qos(granted: dict[str, int], topic: str) -> int:
     return max((qos for text, qos in granted.items() if matches(text, topic)), default=0)
 
 
-def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Future | None, Any, bool]]) -> None:
+def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Answer, Any, bool]]) -> None:
     """Hand a batch's deliveries and results to their loops (the gateway runs on its own
     thread): one wake-up per loop, the deliveries first and in commit order."""
     calls: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
     for outlet, publishes in sends.items():
         calls.setdefault(outlet.loop, []).append(partial(outlet.send, publishes))
-    for future, value, failed in answers:
-        if future is None:  # posted: nobody waits (a failure is logged by the batch)
+    for answer, value, failed in answers:
+        if isinstance(answer, Posted):  # nobody waits: only a failure is told
+            if failed:
+                calls.setdefault(answer.loop, []).append(partial(answer.failed, value))
             continue
-        calls.setdefault(future.get_loop(), []).append(partial(_answer, future, value, failed))
+        calls.setdefault(answer.get_loop(), []).append(partial(_answer, answer, value, failed))
     for loop, pending in calls.items():
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(_call_all, pending)

@@ -13,26 +13,30 @@ Both are enforced by a pass every :func:`period` seconds rather than at each del
 deliveries to a session queue are made by whichever process routes (this listener, the
 routing loop, the Spark job), and a pass in one place keeps that routing untouched. So a
 queue may exceed the limit by what arrives between two passes, and a session may outlive
-its expiry by up to one period.
+its expiry by up to one period. In a cluster one node makes the passes: the one holding their
+lease (``broker.store.nodes``), for as long as it is alive.
 
 Operators' requests (``broker.store.mqtt_requests``: disconnect a client, delete a session,
 made through the admin API or the CLI, perhaps in another process) are read every
 :data:`REQUEST_PERIOD` seconds. A disconnect closes the connection as a lost one: the client
-did not send DISCONNECT, so its will is published, as after a takeover. With several listener
-processes, the sessions of one that died are marked offline within :data:`HOLDERS_PERIOD`
-seconds (``broker.store.mqtt.release_dead``). On PostgreSQL the tables every routing batch
-churns are vacuumed every :data:`VACUUM_PERIOD` seconds.
+did not send DISCONNECT, so its will is published, as after a takeover. Each listener process
+keeps its membership of the MQTT cluster (``broker.service.mqtt.membership``: its heartbeat,
+and the release of the sessions of members found dead). On PostgreSQL the tables every
+routing batch churns are vacuumed every :data:`VACUUM_PERIOD` seconds.
+
+Each is a step that :func:`chores` hands to ``broker.service.supervision.every``: a failed
+step (the database restarting, say) is reported once and tried again until it works.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker.store import mqtt as sessions
-from broker.store import mqtt_requests
+from broker.store import mqtt_requests, nodes
 from broker.store.mqtt_requests import DELETE, Request
 from queues.ids import now_ms
 
@@ -44,8 +48,7 @@ log = logging.getLogger("broker.mqtt")
 MAX_PERIOD = 60.0
 MIN_PERIOD = 0.5
 QUEUED_PERIOD = 5.0  # the queued-message limit: two statements per pass, whatever the fleet
-REQUEST_PERIOD = 0.25  # operators' requests: one read of an (almost always) empty table
-HOLDERS_PERIOD = 5.0  # the holders of online sessions: one look at their distinct owners
+REQUEST_PERIOD = 0.1  # operators' requests and takeovers: one read of an (almost always) empty table
 VACUUM_PERIOD = 1.0  # PostgreSQL: the tables every batch churns (broker.store.mqtt.vacuum)
 
 
@@ -59,22 +62,35 @@ def period(expiry: int, max_queued: int) -> float | None:
     return min(quarter, QUEUED_PERIOD) if max_queued else quarter
 
 
-async def keep(listener: MqttListener) -> None:
-    """Run the passes until cancelled (a failed pass is logged; the next one runs anyway)."""
+Step = Callable[[], Awaitable[None]]
+
+
+def chores(listener: MqttListener) -> list[tuple[str, float, Step]]:
+    """(name, period, step) of each chore of ``listener``: operators' requests and the
+    cluster's membership in every listener; session limits and vacuuming in the primary one."""
+    membership = listener.membership
+    found: list[tuple[str, float, Step]] = [
+        ("mqtt-requests", REQUEST_PERIOD, lambda: honour_requests(listener)),
+        ("mqtt-membership", membership.period, membership.step),
+    ]
+    if not listener.primary:
+        return found
     settings = listener.settings
     every = period(settings.mqtt_session_expiry, settings.mqtt_max_queued)
-    if every is None:
-        return
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await one_pass(listener)
-        except Exception:
-            log.exception("mqtt housekeeping failed")
+    if every is not None:
+        found.append(("mqtt-session-limits", every, lambda: one_pass(listener)))
+    if listener.qm.engine.dialect.name == "postgresql":
+        found.append(("mqtt-vacuum", VACUUM_PERIOD, lambda: vacuum(listener)))
+    return found
 
 
 async def one_pass(listener: MqttListener) -> None:
+    """Expire the sessions offline too long, and trim the offline sessions' queues: on the one
+    node of the cluster holding the passes' lease (two trimming one queue at once would drop
+    twice what is over the limit)."""
     settings, gateway, metrics = listener.settings, listener.gateway, listener.metrics
+    if not await asyncio.to_thread(_leased, listener):
+        return
     if settings.mqtt_session_expiry:
         before = now_ms() - settings.mqtt_session_expiry * 1000
         for stored in await gateway.submit(gateway.expire(before)):
@@ -96,53 +112,31 @@ async def one_pass(listener: MqttListener) -> None:
             )
 
 
-async def release_dead_holders(listener: MqttListener) -> None:
-    """With several listener processes, mark offline every ``HOLDERS_PERIOD`` seconds the
-    sessions of one that died (until cancelled): the serving process starts it again, but
-    its clients are gone, and their sessions would look connected and never expire."""
-    gateway = listener.gateway
-    while True:
-        await asyncio.sleep(HOLDERS_PERIOD)
-        try:
-            released = await gateway.submit(lambda b: sessions.release_dead(b.uow.connection, b.now))
-        except Exception:
-            log.exception("mqtt housekeeping failed")
-            continue
-        if released:
-            log.warning(
-                "mqtt sessions of a listener process that died marked offline", extra={"sessions": released}
-            )
+def _leased(listener: MqttListener) -> bool:
+    with listener.qm.unit_of_work() as uow:
+        return nodes.take_lease(uow.connection, nodes.SESSION_LIMITS, listener.gateway.owner)
 
 
 async def vacuum(listener: MqttListener) -> None:
-    """Every ``VACUUM_PERIOD`` seconds, VACUUM the session tables every batch churns, on a
-    connection of its own (until cancelled): their deleted rows' space is used again at once,
-    not after autovacuum's next look, so the tables stay a few pages and their writes stay in
-    the server's memory (``broker.store.mqtt.vacuum``). Nothing to do on SQLite."""
-    while True:
-        await asyncio.sleep(VACUUM_PERIOD)
-        try:
-            await asyncio.to_thread(sessions.vacuum, listener.qm.engine)
-        except Exception:
-            log.exception("mqtt housekeeping failed")
+    """VACUUM the session tables every batch churns, on a connection of its own: their deleted
+    rows' space is used again at once, not after autovacuum's next look, so the tables stay a
+    few pages and their writes stay in the server's memory (``broker.store.mqtt.vacuum``)."""
+    await asyncio.to_thread(sessions.vacuum, listener.qm.engine)
 
 
 async def honour_requests(listener: MqttListener) -> None:
-    """Carry out operators' requests until cancelled (a failed look is logged and retried)."""
-    while True:
-        await asyncio.sleep(REQUEST_PERIOD)
-        try:
-            taken = await asyncio.to_thread(mqtt_requests.take_requests, listener.qm, _wanted(listener))
-            for request in taken:
-                await _honour(listener, request)
-        except Exception:
-            log.exception("mqtt operator request failed")
+    """Carry out the operators' requests waiting for this listener."""
+    taken = await asyncio.to_thread(mqtt_requests.take_requests, listener.qm, _wanted(listener))
+    for request in taken:
+        await _honour(listener, request)
 
 
 def _wanted(listener: MqttListener) -> Callable[[Request], bool]:
-    """Requests for a client this listener holds, and deletions of sessions no client holds
-    (any listener may delete an offline session; the gateway checks it is offline)."""
-    return lambda request: request.client_id in listener.clients or request.action == DELETE
+    """Requests addressed to this listener process (it held the client when they were made),
+    and deletions of sessions no client held (any listener may delete an offline session;
+    the gateway checks it is still offline)."""
+    gateway = listener.gateway
+    return lambda request: request.owner == gateway.owner or (not request.owner and request.action == DELETE)
 
 
 async def _honour(listener: MqttListener, request: Request) -> None:

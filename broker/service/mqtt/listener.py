@@ -24,18 +24,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from hashlib import blake2b
+from functools import partial
 from itertools import groupby
 from typing import Any
 
 from broker.protocol.mqtt.codec import Decoder, encode
 from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
 from broker.protocol.mqtt.packets import (
-    CONNACK_BAD_CREDENTIALS,
-    CONNACK_NOT_AUTHORIZED,
-    Connect,
+    CONNACK_SERVER_UNAVAILABLE,
     Packet,
     Publish,
 )
@@ -53,20 +50,39 @@ from broker.protocol.mqtt.session import (
     Session,
 )
 from broker.service.config import Settings
+from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridging, housekeeping, systopics, takeover
+from broker.service.mqtt.admission import Admission
 from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.deadlines import Deadlines
 from broker.service.mqtt.gateway import Drained, Gateway, Job, Opened
+from broker.service.mqtt.intake import Held, Intake
+from broker.service.mqtt.logins import Logins
+from broker.service.mqtt.membership import Membership
 from broker.service.mqtt.transports import Endpoint, Server, Stream
+from broker.service.supervision import Backoff, SupervisedThread, every, supervise
 from broker.store import mqtt as sessions
 from queues import QueueManager
 from queues.ids import now_ms
+from queues.reasons import Reason, reason_name
 
 log = logging.getLogger("broker.mqtt")
 
-MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
 SCAN_SECONDS = 0.5  # the watch reads the depth counters at most this often
+WATCHER_TASK = "mqtt-watcher"
+UNAVAILABLE = "database unavailable"  # why a connection is closed during an outage
+STOP_GRACE_SECONDS = 10.0  # how long a stopping listener retries the end of sessions meanwhile
+PAUSED_RECHECK_SECONDS = 1.0  # a connection not read is not held to its keepalive meanwhile
+# Why a publication or subscription is refused, in the log and in broker_mqtt_refused_total
+# ("" there: "publish" or "subscribe", as the ACL's refusals have always been counted).
+NOUNS = {"publish": "publication", "subscribe": "subscription"}
+REFUSALS: dict[int, tuple[str, str]] = {
+    Reason.MQRCCF_NOT_AUTHORIZED: ("not authorised", ""),
+    Reason.MQRCCF_TOPIC_ERROR: ("topic too long or not valid", "topic"),
+    Reason.MQRC_NOT_AUTHORIZED: ("$ topics are the broker's", "reserved"),
+}
+TOPIC_LOGGED = 256  # characters of a refused topic the log line carries
 
 
 def generated_client_id() -> str:
@@ -77,10 +93,21 @@ def generated_client_id() -> str:
 @dataclass(slots=True)
 class Step:
     """Work whose answer must be handled in packet order: ``then`` turns the awaited result
-    into the session's next actions."""
+    into the session's next actions. ``count`` packets of ``size`` bytes wait for it
+    (``broker.service.mqtt.intake``)."""
 
     awaitable: Awaitable[Any] | None
     then: Callable[[Any], list[Action]]
+    count: int = 0
+    size: int = 0
+
+
+def _abandon(steps: deque[Step]) -> None:
+    """The steps behind a failed one are not awaited: the connection closes. Their jobs fail
+    alike when the database is away, and a failure nobody retrieves is logged as an error."""
+    for step in steps:
+        if asyncio.isfuture(step.awaitable):
+            step.awaitable.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 class Connection:
@@ -96,6 +123,8 @@ class Connection:
         "_answering",
         "_blocked",
         "_dirty",
+        "_half_open",
+        "_held",
         "_pumping",
         "_shedding",
         "_steps",
@@ -118,7 +147,11 @@ class Connection:
         self.stream = stream
         self.address = stream.address
         self.since = now_ms()
-        self.session = Session(time.monotonic(), new_client_id=generated_client_id)
+        self.session = Session(
+            time.monotonic(),
+            new_client_id=generated_client_id,
+            connect_timeout=listener.settings.mqtt_connect_timeout,
+        )
         self.decoder = Decoder(listener.settings.mqtt_max_packet_size)
         self.user_id = ""
         self.queue = ""
@@ -132,6 +165,8 @@ class Connection:
         self._pumping: asyncio.Task[None] | None = None
         self._blocked = False  # deliveries wait for the in-flight window
         self._shedding = False  # QoS 0 deliveries are being dropped: the client does not read
+        self._held = Held()  # packets read and not yet routed or recorded
+        self._half_open = True  # accepted, its CONNECT not answered yet (listener.admission)
 
     @property
     def client_id(self) -> str:
@@ -169,7 +204,16 @@ class Connection:
             self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
             return
         self._handle(packets)
+        self.listener.intake.check(self, self._held)
         self._arm()  # nothing if the deadline only moved later: found out when it comes
+
+    def pause(self) -> None:
+        """Stop reading the client: it holds as much unrouted work as it may."""
+        self.stream.pause_reading()
+
+    def resume(self) -> None:
+        if not self.closing:
+            self.stream.resume_reading()
 
     def lost(self, reason: str) -> None:
         self.perform(self.session.connection_lost(reason))
@@ -191,7 +235,12 @@ class Connection:
 
     def expire(self) -> None:
         """The deadline has come: close if it has passed (keepalive, or no CONNECT in time),
-        else wait for the new one."""
+        else wait for the new one. A client the listener does not read meanwhile (its work
+        waits, ``broker.service.mqtt.intake``) is not held to its keepalive: its PINGREQs wait
+        in the socket."""
+        if self._held.paused:
+            self.listener.deadlines.add(self, time.monotonic() + PAUSED_RECHECK_SECONDS)
+            return
         actions = self.session.tick(time.monotonic())
         if actions:
             self.perform(actions)
@@ -250,7 +299,7 @@ class Connection:
 
     def _delivered(self, packet_ids: list[int]) -> None:
         gateway = self.listener.gateway
-        gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False))
+        gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False), self._work_failed)
         # There is room in the window again: for a drain that found it full, and for one
         # under way, which may find it full before these acknowledgements are recorded.
         if self._blocked or self._pumping is not None:
@@ -266,57 +315,82 @@ class Connection:
                 actions += answer(packet_id)
             return actions
 
-        self._step(self.listener.gateway.submit(job), then)
+        self._step(self._submit(job), then, len(packet_ids))
 
-    def _step(self, awaitable: Awaitable[Any] | None, then: Callable[[Any], list[Action]]) -> None:
+    def _submit(self, job: Job) -> asyncio.Future[Any]:
+        """Hand ``job`` to the gateway: urgent unless this connection has work waiting already
+        (a client flooding the broker waits its turn, behind the others' first packets)."""
+        return self.listener.gateway.submit(job, urgent=not self._held.count)
+
+    def _step(
+        self,
+        awaitable: Awaitable[Any] | None,
+        then: Callable[[Any], list[Action]],
+        count: int = 0,
+        size: int = 0,
+    ) -> None:
+        """Queue ``then`` behind the earlier steps, for when ``awaitable`` is done; ``count``
+        packets of ``size`` bytes wait for it meanwhile."""
         if self._steps is None:
             self._steps = deque()
-        self._steps.append(Step(awaitable, then))
+        self._steps.append(Step(awaitable, then, count, size))
+        if count:
+            self.listener.intake.read(self, self._held, count, size)
         if self._answering is None:
             self._answering = asyncio.get_running_loop().create_task(self._answer())
 
     def _route(self, publishes: list[Publish]) -> None:
         gateway = self.listener.gateway
-        future = gateway.submit(gateway.publish(self.client_id, publishes, self.user_id))
+        future = self._submit(gateway.publish(self.client_id, publishes, self.user_id))
 
-        def then(routed: list[bool]) -> list[Action]:
+        def then(refusals: list[int]) -> list[Action]:
             actions: list[Action] = []
-            for publish, ok in zip(publishes, routed, strict=True):
-                if not ok:
-                    self.listener.refused("publish")
-                    log.warning(
-                        "mqtt publication refused: not authorised",
-                        extra={"client_id": self.client_id, "user": self.user_id, "topic": publish.topic},
-                    )
+            for publish, reason in zip(publishes, refusals, strict=True):
+                if reason:
+                    self._refused("publish", reason, publish.topic)
                 actions += self.session.routed(publish)
             return actions
 
-        self._step(future, then)
+        self._step(future, then, len(publishes), sum(len(p.payload) for p in publishes))
 
     def _register(self, action: Register) -> None:
         packet = action.subscribe
         gateway = self.listener.gateway
-        future = gateway.submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
+        future = self._submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
-        def then(codes: list[int]) -> list[Action]:
-            for (text, _), code in zip(packet.topics, codes, strict=True):
-                if code > 2:
-                    self.listener.refused("subscribe")
-                    log.warning(
-                        "mqtt subscription refused: not authorised",
-                        extra={"client_id": self.client_id, "user": self.user_id, "filter": text},
-                    )
+        def then(answers: list[tuple[int, int]]) -> list[Action]:
+            for (text, _), (_, reason) in zip(packet.topics, answers, strict=True):
+                if reason:
+                    self._refused("subscribe", reason, text)
             self.wake()  # retained publications for the new subscriptions
-            return self.session.subscribed(packet.packet_id, codes)
+            return self.session.subscribed(packet.packet_id, [code for code, _ in answers])
 
-        self._step(future, then)
+        self._step(future, then, 1)
+
+    def _refused(self, packet: str, reason: int, topic: str) -> None:
+        """Log and count a PUBLISH or SUBSCRIBE (``packet``: "publish" or "subscribe") the
+        broker refused, by its reason: the ACL's (not authorised), the topic's (longer than
+        MQ's topic strings) or the broker's own (``$`` topics), never one for another."""
+        because, counted = REFUSALS.get(reason, (reason_name(reason), reason_name(reason)))
+        self.listener.refused(counted or packet)
+        log.warning(
+            f"mqtt {NOUNS[packet]} refused: {because}",
+            extra={
+                "client_id": self.client_id,
+                "user": self.user_id,
+                "topic": topic[:TOPIC_LOGGED],
+                "topic_length": len(topic),
+                "reason": reason,
+                "reason_name": reason_name(reason),
+            },
+        )
 
     def _deregister(self, action: Deregister) -> None:
         packet = action.unsubscribe
         gateway = self.listener.gateway
-        future = gateway.submit(gateway.unsubscribe(self.client_id, self.queue, self.user_id, packet.topics))
+        future = self._submit(gateway.unsubscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
-        self._step(future, lambda _: self.session.unsubscribed(packet.packet_id))
+        self._step(future, lambda _: self.session.unsubscribed(packet.packet_id), 1)
 
     async def _answer(self) -> None:
         """Take the steps in order: send, close, or hand their answers back to the session.
@@ -329,11 +403,11 @@ class Connection:
                 try:
                     result = None if step.awaitable is None else await step.awaitable
                 except Exception as exc:  # a failed job: the client sees the connection close
-                    log.warning(
-                        "mqtt work failed; closing", extra={"client_id": self.client_id, "error": repr(exc)}
-                    )
-                    await self._end(Close(f"internal error: {exc!r}", self._will()))
+                    _abandon(steps)
+                    await self._end(Close(self._failure(exc), self._will()))
                     return
+                if step.count:
+                    self.listener.intake.answered(self, self._held, step.count, step.size)
                 later: list[Action] = []
                 out: list[Packet] = []
                 for action in step.then(result):
@@ -364,27 +438,69 @@ class Connection:
         connect = self.session.connect
         return None if connect is None else connect.will
 
+    def _failure(self, exc: BaseException) -> str:
+        """Why a connection whose durable work failed is closed. The client hears of it by the
+        close, with nothing acknowledged that was not committed: a QoS 1/2 publication comes
+        again once it reconnects. A database outage is the process's to log (once, as a
+        warning), and so is this node's lease lost (``membership``); any other failure is
+        logged here."""
+        if database_unavailable(exc):
+            return UNAVAILABLE
+        if isinstance(exc, takeover.UNAVAILABLE):
+            return exc.detail
+        log.warning("mqtt work failed; closing", extra={"client_id": self.client_id, "error": repr(exc)})
+        return f"internal error: {exc!r}"
+
+    def _work_failed(self, exc: BaseException) -> None:
+        """Work nobody awaited failed (acknowledgements not recorded): the session as the client
+        and this connection know it is no longer what is stored, so the connection ends, and
+        the client resumes from what is stored."""
+        self.perform(self.session.connection_lost(self._failure(exc)))
+
     # -- opening and ending ----------------------------------------------------------------
 
     async def _open(self, action: Open) -> list[Action]:
-        listener = self.listener
-        code, user_id = await asyncio.get_running_loop().run_in_executor(
-            listener.authenticator, listener.authenticate, action.connect, self.stream.principal
-        )
-        if code:
+        """Authenticate the client and open its session; refuse it with return code 3 (server
+        unavailable, so it tries again later) while the database is."""
+        try:
+            return await self._open_session(action)
+        except Exception as exc:
+            if not database_unavailable(exc) and not isinstance(exc, takeover.UNAVAILABLE):
+                raise
+            self.listener.detach(self)
+            self.queue = ""
             self.listener.refused("connect")
+            return self.session.refused(CONNACK_SERVER_UNAVAILABLE)
+        finally:
+            self._settle_admission()
+
+    def _settle_admission(self) -> None:
+        """The connection is no longer half-open (its CONNECT answered, or it has ended)."""
+        if self._half_open:
+            self._half_open = False
+            self.listener.admission.settled()
+
+    async def _open_session(self, action: Open) -> list[Action]:
+        login = await self.listener.logins.check(action.connect, self.stream.principal, self.address)
+        if login.code:
+            self.listener.refused("throttled" if login.throttled else "connect")
             log.warning(
                 "mqtt connection refused",
-                extra={"client_id": action.client_id, "user": action.connect.username, "return_code": code},
+                extra={
+                    "client_id": action.client_id,
+                    "user": action.connect.username,
+                    "address": self.address,
+                    "return_code": login.code,
+                    **login.throttled,
+                },
             )
-            return self.session.refused(code)
-        self.user_id = user_id
+            return self.session.refused(login.code)
+        self.user_id = user_id = login.principal
         await self.listener.take_over(action.client_id, self)
         self.queue = sessions.queue_for(action.client_id)
         gateway = self.listener.gateway
-        opened: Opened = await gateway.submit(
-            gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
-        )
+        job = gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
+        opened: Opened = await takeover.opened(self.listener, action.client_id, job)
         self.listener.attach(self)
         if opened.behind:
             self.wake()
@@ -400,38 +516,75 @@ class Connection:
         return self.session.opened(opened.present, opened.awaiting_release, opened.outbound)
 
     async def _end(self, close: Close) -> None:
-        """Publish the will (if the connection ended without DISCONNECT), discard a clean
-        session, and close the socket."""
+        """Close the socket, then publish the will (if the connection ended without
+        DISCONNECT) and discard a clean session or mark a persistent one offline. While the
+        database is unavailable that is retried until it is done (a stopping listener gives up
+        after ``STOP_GRACE_SECONDS``: another node, or its own next start, releases the
+        session, its will published); a new
+        connection with the same client id waits for it."""
         self.closing = True
         self.listener.deadlines.discard(self)
-        gateway = self.listener.gateway
+        self.stream.close()  # at once: the client has nothing more to hear (what was written goes first)
+        steps = self._ending(close)
         try:
-            if close.will is not None and self.queue:
-                will = close.will
-                publish = Publish(will.topic, will.payload, will.qos, will.retain)
-                await gateway.submit(gateway.publish(self.client_id, [publish], self.user_id))
-                self.listener.metrics.mqtt.wills.inc()
-            if self.queue and self.listener.owns(self):
-                if self.clean:
-                    await gateway.submit(gateway.close(self.client_id, self.queue))
-                else:
-                    gateway.submit(gateway.offline(self.client_id), lazy=True)
+            await self._finish(steps)
         except Exception as exc:
             log.warning(
                 "mqtt session not ended cleanly", extra={"client_id": self.client_id, "error": repr(exc)}
             )
         finally:
             # Only now: a connection with the same client id waits until this one has ended.
+            self._settle_admission()
+            self.listener.intake.forget(self, self._held)
             self.listener.detach(self)
             self.listener.ended(self)
             log.info("mqtt client disconnected", extra={"client_id": self.client_id, "reason": close.reason})
-            self.stream.close()
             if self._pumping is not None and self._pumping is not asyncio.current_task():
                 self._pumping.cancel()
             self.done = True
             for waiter in self._waiters or ():
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def _ending(self, close: Close) -> deque[Callable[[], Awaitable[Any]]]:
+        """The durable work that ends this connection's session, in order."""
+        gateway, listener = self.listener.gateway, self.listener
+        steps: deque[Callable[[], Awaitable[Any]]] = deque()
+        if close.will is not None and self.queue:
+            will = close.will
+            publish = Publish(will.topic, will.payload, will.qos, will.retain)
+            steps.append(lambda: self._publish_will(publish))
+        if self.queue and listener.owns(self):
+            job = gateway.close(self.client_id, self.queue) if self.clean else gateway.offline(self.client_id)
+            steps.append(lambda: gateway.submit(job, lazy=not self.clean))
+        return steps
+
+    async def _publish_will(self, publish: Publish) -> None:
+        gateway = self.listener.gateway
+        refused = await gateway.submit(gateway.will(self.client_id, publish, self.user_id))
+        if refused:
+            self._refused("publish", refused, publish.topic)
+        else:
+            self.listener.metrics.mqtt.wills.inc()
+
+    async def _finish(self, steps: deque[Callable[[], Awaitable[Any]]]) -> None:
+        """Carry out ``steps``; while the database is unavailable, retry them."""
+        backoff = Backoff()
+        while steps:
+            try:
+                await steps[0]()
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    raise
+                if self.listener.given_up():
+                    log.warning(
+                        "mqtt session not ended: the database is unavailable and the listener stops",
+                        extra={"client_id": self.client_id, "will_lost": len(steps) > 1},
+                    )
+                    return
+                await asyncio.sleep(backoff.next())
+                continue
+            steps.popleft()
 
     def wake(self) -> None:
         """Something may wait on the session queue: deliver it. The delivery task exists only
@@ -455,39 +608,47 @@ class Connection:
                         break
                     if not drained.more:
                         break
+        except Exception as exc:
+            if not database_unavailable(exc):
+                self.perform(self.session.connection_lost(self._failure(exc)))
+                return
+            # Nothing was taken: the watcher looks at every session queue again once the
+            # database answers, and wakes this connection if its queue holds something.
+            self._dirty = True
+            self.listener.rescan()
         finally:
             self._pumping = None
 
     def deliver(self, publications: list[Publish]) -> None:
         """Send publications the gateway has committed for this client (QoS 1/2 ones numbered
-        and stored), in one write. A client whose unsent output is over
-        ``mqtt_max_output_bytes`` (it does not read) loses the QoS 0 ones; its QoS 1/2 ones are
-        stored before they are written, and once its window is full the rest wait on its
-        session queue, so a slow client never holds up the others."""
+        and stored), in one write. A QoS 0 one that finds the client's unsent output over
+        ``mqtt_max_output_bytes`` (it does not read) is dropped, so the bound holds to within
+        one message; QoS 1/2 ones are stored before they are written, and once the client's
+        window is full the rest wait on its session queue: a slow client never holds up the
+        others."""
         if self.stream.is_closing():
             return
-        over = self.stream.backlog() > self.listener.settings.mqtt_max_output_bytes
+        limit = self.listener.settings.mqtt_max_output_bytes
+        backlog = self.stream.backlog()
         packets: list[Packet] = []
-        sending = self.session.deliver(publications)
-        if over:
-            for publish in sending:
-                if publish.qos:
-                    packets.append(publish)
-                else:
-                    self._shed()
-        else:
-            packets += sending
+        for publish in self.session.deliver(publications):
+            if publish.qos or backlog <= limit:
+                packets.append(publish)
+                backlog += len(publish.payload) + len(publish.topic)
+            else:
+                self._shed(backlog)
+        if backlog <= limit:
             self._shedding = False
         self._write(packets)
 
-    def _shed(self) -> None:
+    def _shed(self, backlog: int) -> None:
         """Drop a QoS 0 delivery: counted each time, logged once per spell of not reading."""
         self.listener.metrics.mqtt.slow_dropped.inc()
         if not self._shedding:
             self._shedding = True
             log.warning(
                 "mqtt deliveries dropped: client not reading",
-                extra={"client_id": self.client_id, "unsent_bytes": self.stream.backlog()},
+                extra={"client_id": self.client_id, "unsent_bytes": backlog},
             )
 
 
@@ -510,8 +671,9 @@ class MqttListener:
         shared: bool = False,
     ) -> None:
         """``shared``: other listener processes serve the same ports and sessions (SO_REUSEPORT,
-        takeovers through the database); only the ``primary`` one marks every session offline
-        at start and runs what is one per broker (housekeeping, ``$SYS``, bridges)."""
+        takeovers through the database); only the ``primary`` one releases its node's earlier
+        run's sessions at start and runs what is one per node (housekeeping, ``$SYS``,
+        bridges: the first and the last under a lease, one node of the cluster each)."""
         self.qm = qm
         self.primary = primary
         self.shared = shared
@@ -519,17 +681,25 @@ class MqttListener:
         self.endpoints = list(endpoints)
         self.metrics = metrics
         self.gateway = Gateway(qm, settings, metrics)
+        self.admission = Admission(settings.mqtt_max_connect_rate, settings.mqtt_max_half_open)
+        self.intake = Intake(
+            settings.mqtt_max_unrouted,
+            settings.mqtt_max_unrouted_bytes,
+            settings.mqtt_max_unrouted_total,
+            settings.mqtt_max_unrouted_total_bytes,
+        )
         self.clients: dict[str, Connection] = {}  # by client id, once their session is open
         self.connections: set[Connection] = set()
         self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._stopping_since: float | None = None  # time.monotonic()
         self.stopped = threading.Event()
+        self.health = metrics.health
         self.ready = threading.Event()
-        # One thread verifies passwords: scrypt's 16 MiB stays in one malloc arena.
-        self.authenticator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqtt-auth")
-        self._verified: dict[tuple[str, str], bytes] = {}
+        self.logins = Logins(qm, settings, metrics.mqtt)
+        self.membership = Membership(self)
         # The labelled counters, looked up once: a label lookup costs more than the increment.
         self._packet_counters: dict[tuple[str, type], Any] = {}
         self._byte_counters: dict[str, Any] = {}
@@ -549,21 +719,29 @@ class MqttListener:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self.gateway.start(mark_offline=self.primary)
+        self.gateway.start(", ".join(str(e) for e in self.endpoints))
+        self.gateway.lease_lost = partial(self._loop.call_soon_threadsafe, self.membership.lost)
         servers: list[Server] = []
         chores: list[asyncio.Task[None]] = []
+        watcher = SupervisedThread(WATCHER_TASK, self._watch, self.health)
         try:
+            await self.membership.start()
             for endpoint in self.endpoints:
                 servers.append(
-                    await endpoint.start(self._accept, self.settings.mqtt_max_packet_size, shared=self.shared)
+                    await endpoint.start(
+                        self._accept, self.settings.mqtt_max_packet_size, self.admission, shared=self.shared
+                    )
                 )
-            watcher = threading.Thread(target=self._watch, name="mqtt-watcher", daemon=True)
             watcher.start()
-            chores += [asyncio.create_task(chore) for chore in self._chores()]
+            chores += [asyncio.create_task(chore, name=name) for name, chore in self._chores()]
             log.info("mqtt listener started", extra={"listeners": ", ".join(str(e) for e in self.endpoints)})
+            for endpoint in self.endpoints:  # as the API's: one line per address, the same fields
+                log.info("listening", extra={"listener": endpoint.kind, "url": str(endpoint)})
+
             self.ready.set()
             await self._stop.wait()
         finally:
+            self._stopping_since = time.monotonic()
             for server in servers:
                 server.close()
             for chore in chores:
@@ -574,22 +752,44 @@ class MqttListener:
                 connection.perform(connection.session.connection_lost("broker shutting down"))
             await asyncio.gather(*(c.closed() for c in ending))
             self.stopped.set()
+            watcher.join(timeout=5)
             self.gateway.stop()
-            self.authenticator.shutdown(wait=False)
+            self.logins.close()
             log.info("mqtt listener stopped")
 
-    def _chores(self) -> list[Coroutine[Any, Any, None]]:
-        """What runs beside the connections: disconnect requests (operators', and takeovers by
-        other listener processes) in every listener; the once-per-broker chores in the primary."""
-        chores = [housekeeping.honour_requests(self)]
-        if self.primary:
-            chores += [housekeeping.keep(self), systopics.publish(self)]
-            if self.qm.engine.dialect.name == "postgresql":
-                chores.append(housekeeping.vacuum(self))
-            if self.shared:
-                chores.append(housekeeping.release_dead_holders(self))
-            chores += [Bridge(self, c).run() for c in bridging.load(self.settings.mqtt_bridges)]
+    @property
+    def stopping(self) -> bool:
+        return self._stopping_since is not None
+
+    def given_up(self) -> bool:
+        """Whether work waiting for the database is given up: the listener has been stopping
+        for ``STOP_GRACE_SECONDS``."""
+        since = self._stopping_since
+        return since is not None and time.monotonic() - since > STOP_GRACE_SECONDS
+
+    def _chores(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """(name, coroutine) of what runs beside the connections, each supervised: disconnect
+        requests (operators', and takeovers by other listener processes) in every listener;
+        the once-per-broker chores, ``$SYS`` and the bridges in the primary."""
+        health = self.health
+        chores = [
+            (name, every(name, seconds, step, health)) for name, seconds, step in housekeeping.chores(self)
+        ]
+        if not self.primary:
+            return chores
+        interval = self.settings.mqtt_sys_interval
+        if interval:
+            step = partial(systopics.publish, self, time.monotonic())
+            chores.append(("mqtt-sys", every("mqtt-sys", interval, step, health, at_once=True)))
+        for config in bridging.load(self.settings.mqtt_bridges):
+            name = f"mqtt-bridge-{config.name}"
+            chores.append((name, supervise(name, partial(self._bridge, config, name), health)))
         return chores
+
+    async def _bridge(self, config: bridging.BridgeConfig, name: str) -> None:
+        """A bridge, run whenever this member holds its lease (one node of the cluster runs
+        it): a new one each time it runs."""
+        await bridging.leased(self, config, lambda: Bridge(self, config, name).run())
 
     def _accept(self, stream: Stream) -> Connection:
         self.metrics.mqtt.accepted.inc()
@@ -613,8 +813,6 @@ class MqttListener:
             log.info("mqtt session taken over", extra={"client_id": client_id, "address": connection.address})
             current.perform(current.session.connection_lost("session taken over"))
             await current.closed()
-        elif self.shared:
-            await takeover.take_over_elsewhere(self, client_id)
         self.clients[client_id] = connection
 
     def attach(self, connection: Connection) -> None:
@@ -631,58 +829,43 @@ class MqttListener:
         if self.owns(connection):
             del self.clients[connection.client_id]
 
-    def authenticate(self, connect: Connect, certified: str | None) -> tuple[int, str]:
-        """(0, principal) or a CONNACK return code. A verified client certificate names the
-        principal (``certified``, its subject's CN): the user name must be absent or the same,
-        and no password is checked. Otherwise the user name and password must match a stored
-        MQTT principal; without a user name, only when anonymous clients are configured
-        (``mqtt_anonymous``: the principal they act as)."""
-        if certified is not None:
-            if connect.username not in (None, certified) or not 0 < len(certified) <= MAX_USER_ID:
-                return CONNACK_NOT_AUTHORIZED, ""
-            return 0, certified
-        if connect.username is None:
-            anonymous = self.settings.mqtt_anonymous
-            return (0, anonymous) if anonymous else (CONNACK_NOT_AUTHORIZED, "")
-        if len(connect.username) > MAX_USER_ID or connect.password is None:
-            return CONNACK_BAD_CREDENTIALS, ""
-        with self.qm.reading() as conn:
-            stored = sessions.password_hash(conn, connect.username)
-        if stored is None:
-            return CONNACK_BAD_CREDENTIALS, ""
-        # scrypt costs tens of milliseconds and 16 MiB by design: a password once verified
-        # against this very hash is recognised by a keyed digest kept in memory only.
-        key = (connect.username, stored)
-        digest = blake2b(connect.password, key=stored.encode()[-64:], digest_size=32).digest()
-        if self._verified.get(key) != digest:
-            if not sessions.verify_password(connect.password, stored):
-                return CONNACK_BAD_CREDENTIALS, ""
-            self._verified[key] = digest
-        return 0, connect.username
-
     # -- deliveries ------------------------------------------------------------------------
 
-    def _watch(self) -> None:
+    def _watch(self, stop: threading.Event) -> None:
         """Wake the connections whose session queue received messages. When only "something
-        changed" is known (SQLite's backstop reading, a lost LISTEN connection), the depth
-        counters say which session queues hold messages: one read, at most every
-        ``SCAN_SECONDS``, rather than a wake-up (and a drain) of every connection."""
+        changed" is known (SQLite's backstop reading, a lost LISTEN connection, a drain that
+        failed), the depth counters say which session queues hold messages: one read, at most
+        every ``SCAN_SECONDS``, rather than a wake-up (and a drain) of every connection. A
+        read that fails (the database is unavailable) is tried again until it works: what
+        arrived meanwhile is found then. A (re)started watcher reads them at once."""
         arrivals = self.qm.notifier.observe()
         last_scan = 0.0  # time.monotonic() of the last read of the depth counters
-        scan_due: float | None = None  # when to read them next, if asked to
+        scan_due: float | None = time.monotonic()  # when to read them next, if asked to
+        backoff = Backoff()
         try:
-            while not self.stopped.is_set():
+            while not self.stopped.is_set() and not stop.is_set():
                 wait = 1.0 if scan_due is None else max(0.0, scan_due - time.monotonic())
                 names, everything = arrivals.take(wait)
                 if everything and scan_due is None:
                     scan_due = last_scan + SCAN_SECONDS
                 if scan_due is not None and time.monotonic() >= scan_due:
-                    scan_due = None
-                    last_scan = time.monotonic()
-                    names.update(self.qm.nonempty_under(sessions.QUEUE_PREFIX))
+                    try:
+                        names.update(self.qm.nonempty_under(sessions.QUEUE_PREFIX))
+                    except Exception as exc:
+                        self.health.failed(WATCHER_TASK, exc)
+                        scan_due = time.monotonic() + backoff.next()
+                    else:
+                        self.health.succeeded(WATCHER_TASK)
+                        backoff.reset()
+                        scan_due = None
+                        last_scan = time.monotonic()
                 self._wake_queues(names)
         finally:
             arrivals.close()
+
+    def rescan(self) -> None:
+        """Have the watcher read which session queues hold messages (as soon as it can)."""
+        self.qm.notifier.announce_everything()
 
     def _wake_queues(self, names: set[str]) -> None:
         waking = [c for name in names if (c := self._by_queue.get(name)) is not None]

@@ -7,8 +7,11 @@ that the kernel spreads new connections among them. They share everything throug
 database as two brokers would: sessions, subscriptions, queues, retained publications; a
 CONNECT for a client id that another process serves takes the session over through a
 disconnect request (``broker.service.mqtt.takeover``). The serving process's listener is the
-*primary*: it alone marks every session offline at start, runs the housekeeping passes, the
-``$SYS`` topics and the bridges (each of those is one per broker, not one per process).
+*primary*: it alone releases its node's earlier run's sessions at start, and runs the
+housekeeping passes, the ``$SYS`` topics and the bridges (one per node, not per process; the
+passes and each bridge on one node of the cluster, under a lease). Every process is a member
+of the cluster (``broker.service.mqtt.membership``): one that dies is found dead at once by the
+others of its node, and its sessions are released.
 """
 
 from __future__ import annotations

@@ -12,8 +12,6 @@ The values are this listener's, since it started: a restart begins them again.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
@@ -24,13 +22,12 @@ if TYPE_CHECKING:
     from broker.service.metrics import BrokerMetrics
     from broker.service.mqtt.listener import MqttListener
 
-log = logging.getLogger("broker.mqtt")
-
 PREFIX = "$SYS/broker/"
 
 
 def status(uptime: float, connected: int, metrics: BrokerMetrics) -> list[tuple[str, str]]:
-    """(topic, text) of each value, named as Mosquitto names them."""
+    """(topic, text) of each value, named as Mosquitto names them (the sign-in throttle's, which
+    Mosquitto has not: ``logins/...`` since the start, ``throttled/...`` now)."""
     read = metrics.registry.get_sample_value
 
     def packets(direction: str) -> int:
@@ -38,6 +35,9 @@ def status(uptime: float, connected: int, metrics: BrokerMetrics) -> list[tuple[
 
     def octets(direction: str) -> int:
         return int(read("broker_mqtt_bytes_total", {"direction": direction}) or 0)
+
+    def throttled(key: str) -> int:
+        return int(read("broker_mqtt_throttled", {"key": key}) or 0)
 
     values = {
         "version": f"broker {_version()}",
@@ -47,6 +47,10 @@ def status(uptime: float, connected: int, metrics: BrokerMetrics) -> list[tuple[
         "messages/sent": str(packets("out")),
         "bytes/received": str(octets("in")),
         "bytes/sent": str(octets("out")),
+        "logins/failed": str(int(read("broker_mqtt_login_failures_total") or 0)),
+        "logins/throttled": str(int(read("broker_mqtt_refused_total", {"what": "throttled"}) or 0)),
+        "throttled/users": str(throttled("user")),
+        "throttled/addresses": str(throttled("address")),
     }
     return [(PREFIX + name, text) for name, text in values.items()]
 
@@ -58,18 +62,10 @@ def _version() -> str:
         return "unknown"
 
 
-async def publish(listener: MqttListener) -> None:
-    """Publish the status every ``mqtt_sys_interval`` seconds until cancelled."""
-    interval = listener.settings.mqtt_sys_interval
-    if not interval:
-        return
-    started = time.monotonic()
-    gateway, principal = listener.gateway, listener.settings.admin_group
-    while True:
-        values = status(time.monotonic() - started, len(listener.clients), listener.metrics)
-        publishes = [Publish(topic, text.encode(), 0, True) for topic, text in values]
-        try:
-            await gateway.submit(gateway.publish("", publishes, principal))  # one job, one commit
-        except Exception:
-            log.exception("mqtt $SYS publication failed")
-        await asyncio.sleep(interval)
+async def publish(listener: MqttListener, started: float) -> None:
+    """Publish the status (as of ``started``, the listener's time.monotonic() at start), as
+    one job: one commit for every value."""
+    values = status(time.monotonic() - started, len(listener.clients), listener.metrics)
+    publishes = [Publish(topic, text.encode(), 0, True) for topic, text in values]
+    gateway = listener.gateway
+    await gateway.submit(gateway.publish("", publishes, listener.settings.admin_group))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from http import HTTPStatus
 
@@ -21,6 +22,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from broker.service.mqtt.admission import Admission
 from broker.service.mqtt.transports import WEBSOCKET_PATH, Accept, peer_address, peer_principal
 
 SUBPROTOCOLS = [Subprotocol("mqtt"), Subprotocol("mqttv3.1")]
@@ -42,8 +44,17 @@ class WebSocketStream:
         self._pending: list[bytes] = []
         self._sending: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._reading = asyncio.Event()  # cleared while paused: the library's queue then fills,
+        self._reading.set()  # and it stops reading the socket
+
+    def pause_reading(self) -> None:
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
 
     async def read(self) -> bytes:
+        await self._reading.wait()
         try:
             message = await self.websocket.recv()
         except ConnectionClosed:
@@ -81,6 +92,7 @@ class WebSocketStream:
 
     def close(self) -> None:
         """Send what was written, then the closing handshake."""
+        self._reading.set()  # a paused read loop goes on, to find the connection closed
         if self._closing is None:
             self._closing = asyncio.create_task(self._close())
 
@@ -102,18 +114,21 @@ def _at_mqtt_path(connection: ServerConnection, request: Request) -> Response | 
 
 async def serve(
     accept: Accept,
-    host: str,
-    port: int,
+    sock: socket.socket,
     context: ssl.SSLContext | None,
     max_packet_size: int,
-    *,
-    shared: bool = False,
+    admission: Admission,
 ) -> Server:
-    """A WebSocket server handing every MQTT connection to ``accept``. No WebSocket pings (the
-    MQTT keepalive watches the client) and no compression (MQTT payloads are the applications';
-    deflating every message would cost the broker's CPU for what is usually small)."""
+    """A WebSocket server handing every MQTT connection to ``accept``, as ``admission``
+    allows: over its rate or its half-open connections, a connection is closed at once with
+    1013 (try again later). No WebSocket pings (the MQTT keepalive watches the client) and no
+    compression (MQTT payloads are the applications'; deflating every message would cost the
+    broker's CPU for what is usually small)."""
 
     async def connected(websocket: ServerConnection) -> None:
+        if not admission.try_enter():
+            await websocket.close(CloseCode.TRY_AGAIN_LATER, "too many new connections: try again later")
+            return
         stream = WebSocketStream(websocket)
         sink = accept(stream)
         try:
@@ -130,8 +145,7 @@ async def serve(
 
     return await serve_websockets(
         connected,
-        host,
-        port,
+        sock=sock,
         ssl=context,
         subprotocols=SUBPROTOCOLS,
         process_request=_at_mqtt_path,
@@ -139,5 +153,4 @@ async def serve(
         compression=None,
         ping_interval=None,
         logger=library_log,
-        reuse_port=shared or None,
     )

@@ -23,9 +23,10 @@ def test_retry_and_discard_several_dead_letters(console: Console) -> None:
     # SCORES takes one: the first retry goes through, the second stays a dead letter.
     retried = console.post("/console/dead-letters/retry", msg_id=ids[:2]).text
     assert "Retried 1 of 2 dead letters" in retried and "MQRC_Q_FULL" in retried
+    assert '<p class="note refused" role="alert">' in retried  # one stayed: shown as an error
     assert qm.get("SCORES").body == b"lost 0"
     discarded = console.post("/console/dead-letters/discard", msg_id=ids[1:]).text
-    assert "Discarded 2 of 2 dead letters" in discarded
+    assert '<p class="note" role="status">Discarded 2 of 2 dead letters</p>' in discarded
     assert qm.depth(DEAD_LETTER_QUEUE) == 0
     assert "Discarded 0 of 1" in console.post("/console/dead-letters/discard", msg_id=ids[0]).text
 

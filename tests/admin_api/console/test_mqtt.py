@@ -4,7 +4,8 @@ buttons, and the refusals; a real listener carrying the actions out is in tests/
 from __future__ import annotations
 
 from admin_api.console.sessions import csrf_token
-from broker.store import mqtt
+from broker.core.cluster import Member
+from broker.store import mqtt, nodes
 from queues.ids import now_ms
 from tests.admin_api.console.conftest import Console
 
@@ -12,7 +13,7 @@ from tests.admin_api.console.conftest import Console
 def stored(console: Console, client_id: str, *, online: bool) -> None:
     with console.api.qm.unit_of_work() as uow:
         session = mqtt.StoredSession(
-            client_id, mqtt.queue_for(client_id), "alice", False, 4, "10.0.0.7:5000", 1, 2
+            client_id, mqtt.queue_for(client_id), "alice", False, 4, "10.0.0.7:5000", 1, 2, owner="m1"
         )
         mqtt.save_session(uow.connection, session)
         if not online:
@@ -20,10 +21,14 @@ def stored(console: Console, client_id: str, *, online: bool) -> None:
 
 
 def test_the_page_lists_sessions_with_buttons_for_operators_only(console: Console) -> None:
+    with console.api.qm.unit_of_work() as uow:
+        nodes.register(uow.connection, Member("m1", "edge-1:1883", "mqtt://0.0.0.0:1883", 1, 1, now_ms(), 1))
     stored(console, "meter/1", online=True)
     stored(console, "tablet", online=False)
     html = console.get("/console/mqtt").text
+    assert '<tr data-node="edge-1:1883">' in html and '<td class="state">alive</td>' in html
     assert '<tr data-client="meter/1">' in html and "10.0.0.7:5000" in html and "3.1.1" in html
+    assert "<td>alice</td><td>edge-1:1883</td>" in html  # the node holding meter/1
     assert 'action="/console/mqtt/clients/meter%2F1/disconnect"' in html  # connected: it has one
     assert 'action="/console/mqtt/clients/tablet/disconnect"' not in html
     assert 'href="/console/mqtt/sessions/tablet/delete"' in html

@@ -20,6 +20,11 @@ def test_admins_add_and_remove_rules_and_members(console: Console) -> None:
     assert (
         "Refused" in console.post("/console/security/rules", principal="alice", topic="", permission="x").text
     )
+    for refused in (
+        console.post("/console/security/rules", principal="thirteen_char", topic="a", permission="publish"),
+        console.post("/console/security/members", group="thirteen_char", user="alice"),
+    ):
+        assert "principal &#39;thirteen_char&#39; must be 1 to 12 printable ASCII characters" in refused.text
     console.post("/console/security/members", group="traders", user="alice")
     with console.api.qm.reading() as conn:
         rules = store.list_acl_rules(conn)

@@ -85,3 +85,17 @@ def test_the_list_shows_put_and_get_rates_from_successive_samples(console: Conso
     assert 10 <= float(put_rate.group(1)) <= 30 and 0.5 <= float(get_rate.group(1)) <= 1
     page = console.get("/console/queues/APP.Q").text
     assert '<dd id="counts">30, 1</dd>' in page
+
+
+def test_names_that_are_path_segments_of_their_own_are_refused_and_other_dots_are_linked(
+    console: Console,
+) -> None:
+    """``.`` and ``..`` would be taken by a browser for the link's own segments (``queues.names``);
+    every other name of dots and slashes stays one segment of its links."""
+    for name in (".", ".."):
+        assert "Refused: name" in console.post("/console/queues", name=name).text
+    assert [q.name for q in console.api.qm.list_queues("*.*")] == ["SYSTEM.DEAD.LETTER.QUEUE"]
+    for name, segment in (("...", "..."), ("A/..", "A%2F.."), ("%2E%2E", "%252E%252E")):
+        console.api.qm.define_queue(name)
+        assert f'href="/console/queues/{segment}"' in console.get("/console/queues").text
+        assert f"<h1>Queue {name}</h1>" in console.get(f"/console/queues/{segment}").text

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from admin_api import accounts
+from broker.client import BrokerClient
+from broker.core.effects import AddSubscription
+from broker.store import mqtt
 from tests.admin_api.conftest import Api
 from tests.admin_api.console.conftest import Console
 from tests.admin_api.test_retained import retain
+from tests.broker.store.records import Process, sub
 from tests.e2e.harness import ServiceThread
 
 
@@ -53,3 +58,44 @@ def test_the_tree_counts_subscriptions_and_shows_and_deletes_retained(
     deleted = console.post(f"/console/retained/{retained_id}/delete", back="/console/topics")
     assert f"Retained publication {retained_id} deleted" in deleted.text
     assert api.get("/api/v1/retained").json()["items"] == []
+
+
+def test_an_operator_deregisters_the_subscriptions_of_every_user(
+    console: Console, router: ServiceThread
+) -> None:
+    """Those of the CLI's user, of an MQTT device, of another token: the console acts as the
+    broker's administrator, as a forced queue delete does."""
+    api = console.api
+    device = mqtt.queue_for("sensor-1")
+    for queue in ("Q1", "Q2", device):
+        api.qm.define_queue(queue)
+    with BrokerClient(api.qm, timeout=30) as client:
+        for topic, queue, user in (("Sport/#", "Q1", "root"), ("Sensors/#", device, "sensor1")):
+            assert client.subscribe(topic, queue, user_id=user).completion == "ok"
+    admins = subscribe(api, "News/#", "Q2")  # by the admin token's principal, ada
+    for listed in api.get("/api/v1/subscriptions").json()["items"]:
+        done = console.post(
+            f"/console/subscriptions/{listed['id']}/deregister", back="/console/subscriptions"
+        )
+        assert f"Subscription {listed['id']} deregistered" in done.text, done.text
+        assert '<p class="note" role="status">' in done.text
+    assert api.get("/api/v1/subscriptions").json()["items"] == []
+    with api.qm.reading() as conn:
+        entry = accounts.list_audit(conn, limit=1)[0]
+    assert (entry.principal, entry.path) == ("otto", f"/console/subscriptions/{admins}/deregister")
+    assert entry.summary["user_id"] == api.app.state.services.settings.admin_group
+
+
+def test_proxy_subscriptions_have_no_deregister_button_and_are_refused(console: Console) -> None:
+    """The network manages them: the neighbour that registered one removes it."""
+    Process(console.api.qm.engine).write(
+        AddSubscription(sub("Sport/#", "SYSTEM.BROKER.INTER.BROKER.COMMUNICATIONS", origin="QMB", seq=1))
+    )
+    proxy = console.api.get("/api/v1/subscriptions").json()["items"][0]
+    assert proxy["origin"] == "QMB"
+    for page in ("/console/subscriptions", "/console/network"):
+        html = console.get(page).text
+        assert "proxy from QMB" in html and "Deregister" not in html
+    refused = console.post(f"/console/subscriptions/{proxy['id']}/deregister")
+    assert "Refused: subscription" in refused.text and "QMB" in refused.text
+    assert len(console.api.get("/api/v1/subscriptions").json()["items"]) == 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from queues import MQError, QueueManager, Reason, make_engine
 from tests.certificates import Certificates
@@ -78,6 +79,25 @@ def test_a_get_whose_output_is_closed_leaves_the_message_on_its_queue(broker: Co
     assert json.loads(broker("get", "Q", "--json").stdout)["body_text"] == "kept"
 
 
+@pytest.mark.parametrize(
+    "argv", [("retained", "list"), ("queue", "list"), ("browse", "SYSTEM.DEAD.LETTER.QUEUE")]
+)
+def test_a_listing_whose_reader_stops_early_is_no_failure(broker: Command, argv: tuple[str, ...]) -> None:
+    """``broker retained list | head -2``: the reader had what it wanted, and nothing was got."""
+    listing = subprocess.Popen(
+        [str(BROKER), "--db", broker.url, *argv],
+        cwd=broker.cwd,
+        env=child_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert listing.stdout is not None and listing.stderr is not None
+    listing.stdout.close()
+    assert listing.wait(60) == 0
+    assert listing.stderr.read() == ""
+
+
 def test_an_unsupported_database_url_is_one_usage_error(tmp_path: Path) -> None:
     done = Command("mysql://root@localhost/broker", tmp_path)("queue", "list")
     assert done.returncode == 2
@@ -108,9 +128,43 @@ def test_a_port_in_use_is_one_line_and_nothing_starts(broker: Command) -> None:
     assert "broker started" not in done.stderr
 
 
-def test_commands_on_a_database_no_broker_has_served(database_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "scheme", "setting"),
+    [
+        ("--mqtt", "mqtt", "mqtt_listen"),
+        ("--mqtt-tls", "mqtts", "mqtt_tls_listen"),
+        ("--mqtt-ws", "ws", "mqtt_ws_listen"),
+        ("--mqtt-wss", "wss", "mqtt_wss_listen"),
+    ],
+)
+def test_an_mqtt_port_in_use_is_one_line_and_nothing_starts(
+    broker: Command, certificates: Certificates, flag: str, scheme: str, setting: str
+) -> None:
+    """As the API's (exit code 2, the setting and the flag named), whichever the listener; the
+    API's port, free, is never listened on: every port is bound before anything starts."""
+    files = ["--tls-cert", str(certificates.server_cert), "--tls-key", str(certificates.server_key)]
+    with socket.socket() as taken, socket.socket() as free:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        free.bind(("127.0.0.1", 0))
+        port, api = taken.getsockname()[1], free.getsockname()[1]
+        free.close()
+        argv = ["--log-format", "json", "serve", "--api", "--port", str(api), flag, str(port), *files]
+        done = broker(*argv, timeout=60)
+    assert done.returncode == 2
+    path = "/mqtt" if scheme in ("ws", "wss") else ""
+    assert one_line(done) == (
+        f"configuration error: cannot listen on {scheme}://127.0.0.1:{port}{path}: Address already in use "
+        f"(the {setting} setting, {flag})"
+    )
+    assert done.stderr.count("{") == 0  # nothing started, so nothing logged
+
+
+def test_commands_on_a_database_no_broker_has_served(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """``engine``: migrated and named, without the broker's queues."""
     broker = Command(database_url, tmp_path)
-    assert broker("token", "create", "--role", "admin").returncode == 0  # migrates, defines no broker queue
     done = broker("subscribe", "--topic", "a", "--queue", "Q")
     assert done.returncode == 1
     assert one_line(done) == (
@@ -134,7 +188,7 @@ def test_refusals_come_with_the_next_step(served: Command) -> None:
     assert missing.returncode == 1
     assert missing.stdout.splitlines() == [
         "error",
-        "  MQRCCF_Q_NAME_ERROR (3076) [QName]",
+        "  MQRCCF_Q_NAME_ERROR (3076) [QName]: queue NOSUCHQ does not exist",
         "  hint: the queue NOSUCHQ is not defined on this broker: broker queue define NOSUCHQ",
     ]
     assert served("queue", "define", "SCORES").returncode == 0

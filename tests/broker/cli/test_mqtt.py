@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from broker import store
 from broker.store import mqtt
 from queues import QueueManager, make_engine
 from tests.broker.cli.test_tokens import run
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, eventually, stays_down
 from tests.e2e.conftest import brokers  # noqa: F401 (the fixture of real broker processes)
-from tests.e2e.processes import Brokers
+from tests.e2e.processes import BROKER, Brokers, child_environment
 
 
 def test_passwords_are_set_hashed_listed_and_removed(
     database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert run(database_url, capsys, "db", "upgrade")[0] == 0
     monkeypatch.setattr("sys.stdin", io.StringIO("first secret\n"))
     assert run(database_url, capsys, "mqtt", "passwd", "sensor1", "--password-stdin")[0] == 0
     monkeypatch.setattr("sys.stdin", io.StringIO("second secret\n"))
@@ -40,9 +44,54 @@ def test_passwords_are_set_hashed_listed_and_removed(
     assert code == 0 and json.loads(out) == []
 
 
-def test_principals_are_mq_user_identifiers(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(database_url, capsys, "mqtt", "passwd", "a-very-long-user", "--password-stdin")
-    assert code == 2 and "1 to 12 characters" in err
+LONG = "averyveryverylongprincipal"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("mqtt", "passwd", LONG, "--password-stdin"),
+        ("token", "create", "--role", "admin", "--principal", LONG),
+        ("acl", "add", "--principal", LONG, "--topic", "Sport", "--permission", "publish", "--deny"),
+        (
+            "acl",
+            "add",
+            "--group",
+            "--principal",
+            LONG,
+            "--topic",
+            "Sport",
+            "--permission",
+            "publish",
+            "--deny",
+        ),
+        ("group", "add", LONG, "alice"),
+        ("group", "add", "traders", LONG),
+    ],
+    ids=["passwd", "token", "rule", "group-rule", "group", "member"],
+)
+def test_principals_are_mq_user_identifiers_in_every_command(
+    database_url: str, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    """A principal that can never be a UserIdentifier is refused alike by every command that
+    names one: a rule for someone who cannot exist is false assurance."""
+    run(database_url, capsys, "db", "upgrade")
+    code, _, err = run(database_url, capsys, *argv)
+    assert code == 1
+    assert err.splitlines()[-1] == (
+        f"MQRCCF_ATTR_VALUE_ERROR (4005): principal {LONG!r} must be 1 to 12 printable ASCII characters"
+        " without blanks: it is sent as the MQMD UserIdentifier"
+    )
+    qm = QueueManager(make_engine(database_url))
+    try:
+        with qm.reading() as conn:
+            assert (store.list_acl_rules(conn), store.list_groups(conn), mqtt.list_principals(conn)) == (
+                [],
+                {},
+                [],
+            )
+    finally:
+        qm.close()
 
 
 def test_disconnect_and_delete_session_reach_a_running_listener(
@@ -81,3 +130,51 @@ def sessions(url: str) -> dict[str, mqtt.StoredSession]:
             return {s.client_id: s for s in mqtt.list_sessions(conn)}
     finally:
         qm.close()
+
+
+def test_a_password_piped_without_the_option_is_read_from_standard_input(
+    database_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``echo secret | broker mqtt passwd sensor1``, with no terminal to ask on."""
+    assert run(database_url, capsys, "db", "upgrade")[0] == 0
+    done = subprocess.run(
+        [str(BROKER), "--db", database_url, "mqtt", "passwd", "sensor1"],
+        input="secret\n",
+        capture_output=True,
+        text=True,
+        env=child_environment(),
+        cwd=tmp_path,
+        timeout=60,
+        start_new_session=True,  # no controlling terminal: getpass would read standard input
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "password of MQTT principal sensor1 set\n", "")
+    qm = QueueManager(make_engine(database_url))
+    try:
+        with qm.reading() as conn:
+            stored = mqtt.password_hash(conn, "sensor1")
+    finally:
+        qm.close()
+    assert stored is not None and mqtt.verify_password(b"secret", stored)
+
+
+def test_sessions_keep_their_columns_whatever_the_length_of_a_client_id(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(database_url, capsys, "db", "upgrade")[0] == 0
+    long = "meter-" + "0123456789" * 6
+    qm = QueueManager(make_engine(database_url))
+    try:
+        with qm.unit_of_work() as uow:
+            for client_id in (long, "phone"):
+                stored = mqtt.StoredSession(
+                    client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 2
+                )
+                mqtt.save_session(uow.connection, stored)
+    finally:
+        qm.close()
+    code, out, _ = run(database_url, capsys, "mqtt", "sessions")
+    header, *rows = out.splitlines()
+    assert code == 0 and [row.split()[0] for row in rows] == [long, "phone"]
+    for title, value in (("USER", "alice"), ("ADDRESS", "a:1")):  # each row's cell under its title
+        assert {row[header.index(title) :].split()[0] for row in rows} == {value}
+    assert {row[: header.index("IN FLIGHT") + len("IN FLIGHT")].split()[-1] for row in rows} == {"0"}

@@ -159,7 +159,14 @@ def test_partial_authority_in_words_and_json(cli: Cli) -> None:
     assert refused.code == 1
     assert refused.json() == {
         "completion": "error",
-        "responses": [{"reason": 3081, "topic": "Secret/Plans", "parameter": None}],
+        "responses": [
+            {
+                "reason": 3081,
+                "topic": "Secret/Plans",
+                "parameter": None,
+                "detail": "'bob' may not publish on 'Secret/Plans'",
+            }
+        ],
         "attributes": [],
         "hints": [],
     }
@@ -201,7 +208,7 @@ def test_subscribe_options_full_response_and_unsubscribe(cli: Cli) -> None:
     )
     assert (not_there.code, not_there.out) == (
         1,
-        "error\n  MQRCCF_NOT_REGISTERED (3073) on topic 'Stocks/HPQ'\n",
+        "error\n  MQRCCF_NOT_REGISTERED (3073) on topic 'Stocks/HPQ': not registered on 'Stocks/HPQ'\n",
     )
     cli.ok("subscribe", "--topic", "Stocks/HPQ", "--queue", "SUB.A", "--correl-id", "DESK1", *AS_ALICE)
 
@@ -219,7 +226,11 @@ def test_request_update_and_delete_publication(cli: Cli) -> None:
     assert cli.ok("delete-publication", "--topic", "Weather/London", *AS_ALICE) == "ok\n"
 
     none = cli("request-update", "--topic", "Weather/#", "--queue", "SUB.A", *AS_ALICE)
-    assert (none.code, none.out) == (1, "error\n  MQRCCF_NO_RETAINED_MSG (3077) on topic 'Weather/#'\n")
+    assert (none.code, none.out) == (
+        1,
+        "error\n  MQRCCF_NO_RETAINED_MSG (3077) on topic 'Weather/#': "
+        "no retained publication on 'Weather/#'\n",
+    )
     two = cli("request-update", "--topic", "A", "--topic", "B", "--queue", "SUB.A")
     assert two.code == 2
 
@@ -318,13 +329,22 @@ def test_acl_and_groups(cli: Cli) -> None:
 
     # The running broker applies the rules at its next batch.
     refused = cli("subscribe", "--topic", "Stocks/HPQ", "--queue", "SUB.A", "--user-id", "carol")
-    assert (refused.code, refused.out) == (1, "error\n  MQRCCF_NOT_AUTHORIZED (3081) on topic 'Stocks/HPQ'\n")
+    assert (refused.code, refused.out) == (
+        1,
+        "error\n  MQRCCF_NOT_AUTHORIZED (3081) on topic 'Stocks/HPQ': "
+        "'carol' may not subscribe to 'Stocks/HPQ'\n",
+    )
     assert cli.ok("group", "remove", "traders", "carol") == "carol removed from traders\n"
     assert cli.ok("subscribe", "--topic", "Stocks/HPQ", "--queue", "SUB.A", "--user-id", "carol") == "ok\n"
 
     assert cli.ok("acl", "remove", "1") == "removed rule #1\n"
     missing = cli("acl", "remove", "1")
-    assert (missing.code, missing.err.splitlines()[-1]) == (1, "no rule #1")
+    assert (missing.code, missing.error_line) == (1, "MQRC_UNKNOWN_OBJECT_NAME (2085): no rule #1")
+    missing = cli("acl", "remove", "1", "--json")
+    assert (missing.code, json.loads(missing.err.splitlines()[-1])) == (
+        1,
+        {"reason": 2085, "reason_name": "MQRC_UNKNOWN_OBJECT_NAME", "detail": "no rule #1"},
+    )
     assert cli("acl", "list", "--json").json() == {
         "rules": [
             {
@@ -353,3 +373,38 @@ def test_no_broker_running_times_out_with_the_hint(
         " broker routes it"
     )
     assert qm.list_queues("AMQ.*") == []  # the temporary reply queue went with the command
+
+
+def test_deleting_a_subscribers_queue_names_the_option_that_deregisters_first(cli: Cli) -> None:
+    """The README's order: subscribe, then delete the queue; the refusal says what to type."""
+    cli.ok("subscribe", "--topic", "Sport/#", "--queue", "SUB.A")
+    refused = cli("queue", "delete", "SUB.A")
+    assert refused.code == 1
+    assert refused.error_line == (
+        "MQRC_OBJECT_IN_USE (2042): queue SUB.A receives 1 subscription(s) (Sport/#); deregister them, or "
+        "delete the queue with --force, which deregisters them"
+    )
+    assert cli.ok("queue", "delete", "SUB.A", "--force") == "queue SUB.A deleted\n"
+    assert cli.ok("subscriptions", "list", "--json") == "[]\n"
+
+
+def test_a_refusal_says_why_in_the_brokers_own_words(cli: Cli) -> None:
+    """The reason code alone does not say which of its causes it was: the broker's answer does."""
+    named = cli(
+        "subscribe", "--topic", "Sport/#", "--topic", "News/#", "--queue", "SUB.A", "--sub-name", "n1"
+    )
+    assert (named.code, named.out) == (
+        1,
+        "error\n  MQRCCF_SUB_NAME_ERROR (3153): a SubName names one subscription: give one Topic\n",
+    )
+    cli.ok("subscribe", "--topic", "Sport/#", "--queue", "SUB.A", *AS_ALICE)
+    taken = cli("subscribe", "--topic", "News/#", "--queue", "SUB.A", "--user-id", "bob", "--json")
+    assert taken.code == 1
+    assert taken.json()["responses"] == [
+        {
+            "reason": 3078,
+            "topic": None,
+            "parameter": None,
+            "detail": "identity SUB.A@QM1 belongs to user 'alice'",
+        }
+    ]

@@ -22,12 +22,17 @@ def run(url: str, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, 
     return code, out, err
 
 
-def test_create_works_on_an_empty_database_and_prints_the_secret_once(
-    database_url: str, capsys: pytest.CaptureFixture[str]
+@pytest.fixture
+def url(database_url: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """A new installation's database, as ``broker db upgrade`` (or ``broker serve``) leaves it."""
+    assert run(database_url, capsys, "db", "upgrade")[0] == 0
+    return database_url
+
+
+def test_create_works_on_a_new_installation_and_prints_the_secret_once(
+    url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(
-        database_url, capsys, "token", "create", "--role", "admin", "--principal", "ops", "--json"
-    )
+    code, out, _ = run(url, capsys, "token", "create", "--role", "admin", "--principal", "ops", "--json")
     assert code == 0
     created = json.loads(out)
     assert (created["id"], created["role"], created["principal"], created["revoked_at"]) == (
@@ -36,7 +41,7 @@ def test_create_works_on_an_empty_database_and_prints_the_secret_once(
         "ops",
         None,
     )
-    engine = make_engine(database_url)
+    engine = make_engine(url)
     try:
         with QueueManager(engine) as qm, qm.reading() as conn:
             assert accounts.authenticate(conn, created["token"]) is not None
@@ -49,7 +54,7 @@ def test_create_works_on_an_empty_database_and_prints_the_secret_once(
     finally:
         engine.dispose()
 
-    code, out, _ = run(database_url, capsys, "token", "list")
+    code, out, _ = run(url, capsys, "token", "list")
     assert code == 0
     assert created["token"] not in out
     row = out.splitlines()[1].split()
@@ -57,10 +62,8 @@ def test_create_works_on_an_empty_database_and_prints_the_secret_once(
     assert datetime.fromisoformat(row[5]).timestamp() * 1000 == pytest.approx(created["created_at"], abs=1)
 
 
-def test_text_output_warns_that_the_secret_is_not_kept(
-    database_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = run(database_url, capsys, "token", "create", "--role", "viewer", "--principal", "grafana")
+def test_text_output_warns_that_the_secret_is_not_kept(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(url, capsys, "token", "create", "--role", "viewer", "--principal", "grafana")
     lines = out.splitlines()
     assert code == 0
     assert lines[0] == "token #1 (viewer, principal grafana):"
@@ -68,13 +71,15 @@ def test_text_output_warns_that_the_secret_is_not_kept(
     assert "cannot be shown again" in lines[2]
 
 
-def test_revoke_and_errors(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    run(database_url, capsys, "token", "create", "--role", "operator", "--principal", "ci")
-    code, out, _ = run(database_url, capsys, "token", "revoke", "1")
+def test_revoke_and_errors(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run(url, capsys, "token", "create", "--role", "operator", "--principal", "ci")
+    code, out, _ = run(url, capsys, "token", "revoke", "1")
     assert (code, out.strip()) == (0, "token #1 revoked")
-    assert run(database_url, capsys, "token", "list", "--json")[1].count('"revoked_at": null') == 0
-    code, _, err = run(database_url, capsys, "token", "revoke", "2")
-    assert (code, err.strip()) == (1, "no token #2")
-    code, _, err = run(database_url, capsys, "token", "create", "--role", "operator", "--principal", "a b")
+    assert run(url, capsys, "token", "list", "--json")[1].count('"revoked_at": null') == 0
+    code, _, err = run(url, capsys, "token", "revoke", "2")
+    assert (code, err.strip()) == (1, "MQRC_UNKNOWN_OBJECT_NAME (2085): no token #2")
+    code, _, err = run(url, capsys, "token", "revoke", "2", "--json")
+    assert (code, json.loads(err)["reason"]) == (1, 2085)
+    code, _, err = run(url, capsys, "token", "create", "--role", "operator", "--principal", "a b")
     assert code == 1 and err.startswith("MQRCCF_ATTR_VALUE_ERROR (4005): principal 'a b'")
-    assert run(database_url, capsys, "token", "create", "--role", "root")[0] == 2
+    assert run(url, capsys, "token", "create", "--role", "root")[0] == 2

@@ -216,10 +216,16 @@ def pscr_ok() -> tuple[str]:
 
 
 def pscr_error(
-    reason: int, echoed: str | None, *, topic: str | None = None, parameter: str | None = None
+    reason: int,
+    echoed: str | None,
+    *,
+    topic: str | None = None,
+    parameter: str | None = None,
+    detail: str | None = None,
 ) -> tuple[str, ...]:
-    """The exact folders of an error reply."""
-    return pscr.to_folders(pscr.error(pscr.ResponseItem(reason, topic, parameter), echoed))
+    """The exact folders of an error reply (``detail``: the refusal's words, as the outcome
+    has them)."""
+    return pscr.to_folders(pscr.error(pscr.ResponseItem(reason, topic, parameter, detail), echoed))
 
 
 def pscr_warning(items: Iterable[tuple[int, str]], echoed: str) -> tuple[str, ...]:

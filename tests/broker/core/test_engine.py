@@ -115,7 +115,9 @@ def test_mqmd_format_not_mqhrf2_is_3023() -> None:
     b = broker()
     m = message(PUBLISH, format=MQFMT_STRING)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRCCF_MD_FORMAT_ERROR, pscr_error(3023, None))
+    assert_poison(
+        outcome, m, STREAM, Reason.MQRCCF_MD_FORMAT_ERROR, pscr_error(3023, None, detail=outcome.detail)
+    )
     assert outcome.command is None
 
 
@@ -123,7 +125,9 @@ def test_an_rfh_version_1_message_is_2421() -> None:
     b = broker()
     m = message(PUBLISH, format=MQFMT_RF_HEADER, body=b"RFH \x00\x00\x00\x01" + b"\x00" * 24)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_FORMAT_ERROR, pscr_error(2421, None))
+    assert_poison(
+        outcome, m, STREAM, Reason.MQRC_RFH_FORMAT_ERROR, pscr_error(2421, None, detail=outcome.detail)
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,7 +142,7 @@ def test_garbage_rfh2_is_2334(body: bytes) -> None:
     b = broker()
     m = message(PUBLISH, body=body)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None))
+    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None, detail=outcome.detail))
 
 
 def test_rfh2_read_in_the_wrong_byte_order_is_2334() -> None:
@@ -146,28 +150,40 @@ def test_rfh2_read_in_the_wrong_byte_order_is_2334() -> None:
     little_endian = message(PUBLISH)
     m = derive(little_endian, encoding=MQENC_NORMAL)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None))
+    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None, detail=outcome.detail))
 
 
 def test_a_folder_that_is_not_an_element_is_2334() -> None:
     b = broker()
     m = message("just text")
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None))
+    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_ERROR, pscr_error(2334, None, detail=outcome.detail))
 
 
 def test_no_psc_folder_is_2339() -> None:
     b = broker()
     m = message("<mcd><Msd>none</Msd></mcd>", extra=["<usr><x>1</x></usr>"])
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_PARM_MISSING, pscr_error(2339, None, parameter="psc"))
+    assert_poison(
+        outcome,
+        m,
+        STREAM,
+        Reason.MQRC_RFH_PARM_MISSING,
+        pscr_error(2339, None, parameter="psc", detail=outcome.detail),
+    )
 
 
 def test_two_psc_folders_are_2338() -> None:
     b = broker()
     m = message(PUBLISH, extra=[psc_text("Publish", "Other")])
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_DUPLICATE_PARM, pscr_error(2338, None, parameter="psc"))
+    assert_poison(
+        outcome,
+        m,
+        STREAM,
+        Reason.MQRC_RFH_DUPLICATE_PARM,
+        pscr_error(2338, None, parameter="psc", detail=outcome.detail),
+    )
 
 
 def test_an_unknown_command_is_2336_and_echoes_the_psc() -> None:
@@ -176,7 +192,11 @@ def test_an_unknown_command_is_2336_and_echoes_the_psc() -> None:
     m = message(folder)
     outcome = b.route(m, CONTROL)
     assert_poison(
-        outcome, m, CONTROL, Reason.MQRC_RFH_COMMAND_ERROR, pscr_error(2336, folder, parameter="Command")
+        outcome,
+        m,
+        CONTROL,
+        Reason.MQRC_RFH_COMMAND_ERROR,
+        pscr_error(2336, folder, parameter="Command", detail=outcome.detail),
     )
     assert outcome.command is None
 
@@ -187,7 +207,11 @@ def test_a_bad_parameter_is_2337_and_echoes_the_psc() -> None:
     m = message(folder)
     outcome = b.route(m, STREAM)
     assert_poison(
-        outcome, m, STREAM, Reason.MQRC_RFH_PARM_ERROR, pscr_error(2337, folder, parameter="StreamName")
+        outcome,
+        m,
+        STREAM,
+        Reason.MQRC_RFH_PARM_ERROR,
+        pscr_error(2337, folder, parameter="StreamName", detail=outcome.detail),
     )
 
 
@@ -212,7 +236,9 @@ def test_a_billion_laughs_folder_is_2337_and_never_expanded(folder: str) -> None
     b.send(REGSUB)
     m = message(folder)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRC_RFH_PARM_ERROR, pscr_error(2337, folder))
+    assert_poison(
+        outcome, m, STREAM, Reason.MQRC_RFH_PARM_ERROR, pscr_error(2337, folder, detail=outcome.detail)
+    )
     assert "lollol" not in outcome.detail
 
 
@@ -220,7 +246,9 @@ def test_poison_with_a_datagram_asking_for_nan_is_answered_and_dead_lettered() -
     b = broker()
     m = message(PUBLISH, format=MQFMT_STRING, msg_type=MQMT_DATAGRAM, report=MQRO_NAN)
     outcome = b.route(m, STREAM)
-    assert_poison(outcome, m, STREAM, Reason.MQRCCF_MD_FORMAT_ERROR, pscr_error(3023, None))
+    assert_poison(
+        outcome, m, STREAM, Reason.MQRCCF_MD_FORMAT_ERROR, pscr_error(3023, None, detail=outcome.detail)
+    )
 
 
 @pytest.mark.parametrize("report", [0, MQRO_PAN])
@@ -255,7 +283,7 @@ def test_a_command_on_the_wrong_queue_is_3079_and_not_dead_lettered(folder: str,
     b = broker()
     outcome = b.send(folder, queue)
     assert len(outcome.effects) == 1  # the reply, and no dead letter
-    assert reply_folders(outcome) == pscr_error(3079, folder, parameter="Command")
+    assert reply_folders(outcome) == pscr_error(3079, folder, parameter="Command", detail=outcome.detail)
     assert (outcome.completion, outcome.reason) == ("error", 3079)
     assert len(b.state) == 0
 
@@ -394,7 +422,7 @@ def test_a_looping_delete_asking_for_nan_is_answered_on_the_senders_inter_broker
     assert dead_letters(outcome) == []
     (answer,) = puts(outcome)
     assert (answer.queue, answer.q_mgr) == (INTER, "QM2")
-    assert answer.folders == pscr_error(2541, folder)
+    assert answer.folders == pscr_error(2541, folder, detail=outcome.detail)
 
 
 # --- housekeeping -------------------------------------------------------------------------------------

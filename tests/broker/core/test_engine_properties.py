@@ -125,7 +125,8 @@ def test_routing_properties(
     response = answer.response
     # (1) refused topics are answered, one Response each (or the first one as the error).
     if not allowed:
-        assert response == pscr.error(pscr.ResponseItem(3081, refused[0]), folder)
+        why = f"{PUBLISHER!r} may not publish on {refused[0]!r}"
+        assert response == pscr.error(pscr.ResponseItem(3081, refused[0], None, why), folder)
     elif refused:
         assert response == pscr.warning([pscr.ResponseItem(3081, t) for t in refused], folder)
     else:

@@ -277,7 +277,7 @@ def test_no_publish_authority_at_all_is_an_error_naming_the_first_topic() -> Non
     subscribe(b, "Sport/#")
     folder = psc_text("Publish", "Sport/Tennis", "Sport/Golf", opts=["RetainPub"])
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(3081, folder, topic="Sport/Tennis")
+    assert reply_folders(outcome) == pscr_error(3081, folder, topic="Sport/Tennis", detail=outcome.detail)
     assert len(outcome.effects) == 1
     assert dead_letters(outcome) == []
     assert list(b.state.all_retained()) == []
@@ -387,7 +387,7 @@ def test_correl_as_id_with_a_zero_correl_id_is_3080() -> None:
     subscribe(b, "Chat/#")
     folder = psc_text("Publish", "Chat/Room1", opts=["CorrelAsId"])
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(3080, folder, parameter="PubOpt")
+    assert reply_folders(outcome) == pscr_error(3080, folder, parameter="PubOpt", detail=outcome.detail)
     assert len(outcome.effects) == 1
 
 
@@ -396,7 +396,7 @@ def test_is_retained_pub_from_an_application_is_3084() -> None:
     subscribe(b, "Score")
     folder = psc_text("Publish", "Score", opts=["IsRetainedPub"])
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(3084, folder, parameter="PubOpt")
+    assert reply_folders(outcome) == pscr_error(3084, folder, parameter="PubOpt", detail=outcome.detail)
     assert len(outcome.effects) == 1
 
 
@@ -615,7 +615,7 @@ def test_delete_pub_without_any_authority_is_an_error() -> None:
     b = retained_broker("Sport/Soccer", authority=authority)
     folder = psc_text("DeletePub", "Sport/Soccer", "Sport/Golf")
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(3081, folder, topic="Sport/Soccer")
+    assert reply_folders(outcome) == pscr_error(3081, folder, topic="Sport/Soccer", detail=outcome.detail)
     assert len(outcome.effects) == 1
     assert held(b) == ["Sport/Soccer"]
 
@@ -698,4 +698,61 @@ def test_delete_pub_reason_codes_are_exact_for_bad_options() -> None:
     b = broker()
     folder = psc_text("DeletePub", "Sport", opts=["RetainPub"])
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(Reason.MQRCCF_DEL_OPTIONS_ERROR, folder, parameter="DelOpt")
+    assert reply_folders(outcome) == pscr_error(
+        Reason.MQRCCF_DEL_OPTIONS_ERROR, folder, parameter="DelOpt", detail=outcome.detail
+    )
+
+
+# --- recipients remembered ----------------------------------------------------------------------------
+
+
+def counting_matches(b: Broker, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The topics the state is asked to match, from now on."""
+    asked: list[str] = []
+    match = b.state.match
+
+    def counted(sub_point: str, topic: str) -> Any:
+        asked.append(topic)
+        return match(sub_point, topic)
+
+    monkeypatch.setattr(b.state, "match", counted)
+    return asked
+
+
+def test_a_topic_is_matched_and_authorised_once_until_a_subscription_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b = broker()
+    subscribe(b, "Score/#")
+    asked = counting_matches(b, monkeypatch)
+    for _ in range(3):
+        assert delivered_to(b.send(psc_text("Publish", "Score/1"))) == [("SUB.Q", ("Score/1",))]
+    assert asked == ["Score/1"]
+
+    subscribe(b, "Score/+", queue="CAROL.Q", user="carol")  # a new subscriber: at once
+    assert delivered_to(b.send(psc_text("Publish", "Score/1"))) == [
+        ("SUB.Q", ("Score/1",)),
+        ("CAROL.Q", ("Score/1",)),
+    ]
+    b.send(psc_text("DeregSub", "Score/#", QName="SUB.Q"), user_id="bob")  # and one gone
+    assert delivered_to(b.send(psc_text("Publish", "Score/1"))) == [("CAROL.Q", ("Score/1",))]
+    assert asked == ["Score/1", "Score/1", "Score/1"]
+
+
+def test_a_change_of_authority_changes_the_recipients_at_once() -> None:
+    b = broker()
+    subscribe(b, "Score/#")
+    assert delivered_to(b.send(psc_text("Publish", "Score/1"))) == [("SUB.Q", ("Score/1",))]
+    b.state.authority = Authority([rule("bob", "Score", Permission.SUBSCRIBE, False)])
+    assert delivered_to(b.send(psc_text("Publish", "Score/1"))) == []
+
+
+def test_recipients_are_not_remembered_while_a_subscription_met_can_expire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b = broker()
+    subscribe(b, "Score", expiry=10)
+    asked = counting_matches(b, monkeypatch)
+    for _ in range(2):
+        assert [s.queue for s in deliveries(b.send(psc_text("Publish", "Score")))] == ["SUB.Q"]
+    assert asked == ["Score", "Score"]

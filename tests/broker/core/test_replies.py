@@ -220,7 +220,9 @@ ERROR_COMMAND = psc_text("Publish", "Sport/Tennis")
 EXPECTED = {
     OK: pscr_ok(),
     WARNING: pscr_warning([(3081, "Sport/Tennis")], WARNING_COMMAND),
-    ERROR: pscr_error(3081, ERROR_COMMAND, topic="Sport/Tennis"),
+    ERROR: pscr_error(
+        3081, ERROR_COMMAND, topic="Sport/Tennis", detail="'alice' may not publish on 'Sport/Tennis'"
+    ),
 }
 COMMANDS = {OK: OK_COMMAND, WARNING: WARNING_COMMAND, ERROR: ERROR_COMMAND}
 

@@ -610,3 +610,10 @@ def test_authority_rules_on_hash_still_cover_system_topics() -> None:
     tree: TopicTree[str] = TopicTree()
     tree.add("#", "deny everything")
     assert tree.match_levels(("$SYS", "x")) == ["deny everything"]
+
+
+def test_topics_whose_first_level_starts_with_a_dollar_are_the_servers() -> None:
+    from broker.core.topics import server_topic
+
+    assert server_topic("$SYS/broker/version") and server_topic("$share/x")
+    assert not server_topic("a/$SYS") and not server_topic("sys/$") and not server_topic("")

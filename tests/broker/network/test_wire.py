@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from broker.network import wire
 from queues.errors import MQError
+from queues.names import NAME_PATTERN
 from queues.reasons import Reason
 
 FRAMES = st.builds(
@@ -21,7 +22,7 @@ FRAMES = st.builds(
 )
 BATCHES = st.builds(
     wire.Batch,
-    sender=st.from_regex(r"[A-Za-z0-9._/%]{1,48}", fullmatch=True),
+    sender=st.from_regex(NAME_PATTERN, fullmatch=True),
     epoch=st.text(alphabet="0123456789abcdef", min_size=32, max_size=32),
     number=st.integers(min_value=1, max_value=2**63 - 1),
     frames=st.lists(FRAMES, max_size=5).map(tuple),

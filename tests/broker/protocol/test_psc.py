@@ -641,7 +641,7 @@ def test_topic_count_limit() -> None:
 # --- queue names, CorrelId, identities ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["Q" * 49, "BAD NAME", "Q*", "Q-1", "Qé"])
+@pytest.mark.parametrize("name", ["Q" * 49, "BAD NAME", "Q*", "Q-1", "Qé", ".", ".."])
 def test_invalid_queue_names(name: str) -> None:
     base = (("Command", "RegSub"), ("Topic", "t"))
     assert_refused(folder(*base, ("QName", name)), 3076, parameter="QName")

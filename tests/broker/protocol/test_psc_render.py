@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from broker.protocol import psc
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from broker.protocol.psc import DeletePub, DeregSub, Publish, RegSub, ReqUpdate, escape_text, parse, render
+from queues.names import NAME_PATTERN
 
 CORREL = bytes.fromhex("414D5120514D31202020202020202020" + "0102030405060708")
 
@@ -38,7 +39,7 @@ pattern = (
     .map("/".join)
     .filter(bool)
 )
-name = st.from_regex(r"[A-Za-z0-9._/%]{1,48}", fullmatch=True)
+name = st.from_regex(NAME_PATTERN, fullmatch=True)
 correl_id = st.binary(min_size=24, max_size=24).filter(any)
 
 T = TypeVar("T")

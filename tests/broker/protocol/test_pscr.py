@@ -79,6 +79,17 @@ def test_error_with_topic_and_parameter_and_no_echo() -> None:
     )
 
 
+def test_error_with_the_brokers_reason_in_words() -> None:
+    """``<Detail>``, last in its ``<Response>``: what the reason code alone cannot say."""
+    response = error(ResponseItem(3078, detail="identity Q@QM1 belongs to user 'bob' & <co>"), ECHO)
+    folders = to_folders(response)
+    assert folders[0] == (
+        "<pscr><Completion>error</Completion><Response><Reason>3078</Reason>"
+        "<Detail>identity Q@QM1 belongs to user 'bob' &amp; &lt;co&gt;</Detail></Response></pscr>"
+    )
+    assert parse_folders(folders) == response
+
+
 def test_ibm_filter_error_shape() -> None:
     assert to_folders(error(ResponseItem(3150), ECHO))[0] == (
         "<pscr><Completion>error</Completion><Response><Reason>3150</Reason></Response></pscr>"
@@ -244,6 +255,7 @@ XML_TEXT = st.text(
 ITEMS = st.builds(
     ResponseItem,
     st.integers(min_value=-(2**31), max_value=2**31 - 1),
+    st.none() | XML_TEXT,
     st.none() | XML_TEXT,
     st.none() | XML_TEXT,
 )

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.core.throttle import Policy
 from broker.service.config import ConfigError, Settings, load_settings, mqtt_address
+from broker.service.throttling import policy
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +116,29 @@ def test_a_value_of_the_wrong_type_is_a_config_error(name, value):
         load_settings(environ={name: value})
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("BROKER_NODE_TIMEOUT", "0", "more than 0"),
+        ("BROKER_NODE_TIMEOUT", "-5", "more than 0"),
+        ("BROKER_NODE_TIMEOUT", "nan", "more than 0"),
+        ("BROKER_ROUTERS", "0", "more than 0"),
+        ("BROKER_MQTT_MAX_INFLIGHT", "0", "more than 0"),
+        ("BROKER_MQTT_SESSION_EXPIRY", "-1", "0 or more"),
+        ("BROKER_AUTH_THROTTLE_DELAY", "-0.5", "0 or more"),
+    ],
+)
+def test_a_number_out_of_range_is_a_config_error(name, value, rule):
+    with pytest.raises(ConfigError, match=f"setting {name[7:].lower()}=.* is not valid: it must be {rule}"):
+        load_settings(environ={name: value})
+
+
+def test_zero_keeps_its_meaning_where_it_has_one():
+    settings = load_settings(environ={"BROKER_MQTT_SESSION_EXPIRY": "0", "BROKER_AUTH_THROTTLE_DELAY": "0"})
+    assert (settings.mqtt_session_expiry, settings.auth_throttle_delay) == (0, 0.0)
+    assert load_settings({"node_timeout": "0.5"}, environ={}).node_timeout == 0.5
+
+
 def test_a_wrongly_typed_flag_is_a_config_error():
     with pytest.raises(ConfigError):
         load_settings({"batch_size": "lots"}, environ={})
@@ -195,3 +220,11 @@ def test_tls_settings_come_from_the_file_the_environment_and_the_flags(elsewhere
     listeners = (settings.mqtt_tls_listen, settings.mqtt_ws_listen, settings.mqtt_wss_listen)
     assert listeners == ("0.0.0.0:8883", "9001", "8081")
     assert load_settings({}, {"BROKER_API_TLS": "no"}, config).api_tls is False
+
+
+def test_the_sign_in_throttle_settings_make_its_policy(elsewhere):
+    config = write(elsewhere / "b.toml", "auth_throttle_free = 3\nauth_throttle_max_delay = 120\n")
+    environ = {"BROKER_AUTH_THROTTLE_DELAY": "0.5", "BROKER_AUTH_THROTTLE_KEYS": "100"}
+    settings = load_settings({}, environ, config)
+    assert policy(settings) == Policy(free=3, delay=0.5, max_delay=120.0, forget=900.0, keys=100)
+    assert policy(Settings()) == Policy()  # the core's defaults are the settings' defaults

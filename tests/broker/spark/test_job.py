@@ -126,3 +126,31 @@ def test_a_queue_that_is_not_a_stream_is_refused(spark, brokers):
     with pytest.raises(job.JobError) as refused:
         job.run(spark, broker.qm, broker.settings, job.JobOptions(stream="SUB.A"))
     assert "SUB.A is not a stream queue" in refused.value.detail
+
+
+@pytest.mark.parametrize(
+    ("url", "jdbc", "options"),
+    [
+        (
+            "postgresql://app:s3cret@db:5433/broker",
+            "jdbc:postgresql://db:5433/broker",
+            {"user": "app", "password": "s3cret"},
+        ),
+        (
+            "postgresql://app@/broker?host=db1:5432&host=db2:5433&connect_timeout=2",
+            "jdbc:postgresql://db1:5432,db2:5433/broker",
+            {"user": "app", "connectTimeout": "2"},
+        ),
+        ("postgresql:///broker?host=db1,db2", "jdbc:postgresql://db1:5432,db2:5432/broker", {}),
+    ],
+    ids=["one host", "primary and standby", "default port"],
+)
+def test_the_backlog_is_read_from_the_primary_of_the_hosts_the_url_names(
+    url: str, jdbc: str, options: dict[str, str]
+) -> None:
+    """The reading side goes through JDBC: every host of the URL, and of them the one that
+    accepts writes, as the broker's own connections do (``docs/operations.md``)."""
+    assert job.jdbc_source(url) == (
+        jdbc,
+        {"driver": "org.postgresql.Driver", **options, "targetServerType": "primary"},
+    )

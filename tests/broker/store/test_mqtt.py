@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from sqlalchemy import Engine, text
 
 import migrations
+from broker.protocol.mqtt.packets import Will
 from broker.store import mqtt
 from queues import make_engine
-from queues.owners import machine_key, owner_name
 from tests.conftest import PostgresDatabases
 
 
@@ -54,7 +52,7 @@ def test_outbound_runs_of_many_sessions_in_one_statement_resent_in_seq_order(eng
             ],
         )
         assert mqtt.last_outbound_seq(conn) == 8
-        assert mqtt.last_outbound_seq(conn, "phone") == 7
+        assert [run.seq for run in mqtt.load_runs_of(conn, ["phone", "nobody"])["phone"]] == [6, 7]
         assert [r.topic for r in mqtt.unacknowledged(conn, "phone")] == ["first", "second", "third", "fourth"]
         assert mqtt.unacknowledged(conn, "sensor") == [
             mqtt.OutboundRow(3, "other", b"otherotherother", 1, False, False)
@@ -151,27 +149,51 @@ def test_sessions_are_paged_by_client_id_and_counted(engine: Engine) -> None:
         assert mqtt.count_sessions(conn) == (3, 4)
 
 
-def test_sessions_held_by_a_listener_process_that_died_are_released(engine: Engine) -> None:
-    ended = subprocess.Popen(["true"])
-    ended.wait()
-    dead = f"mqtt:host:1/{ended.pid}@{machine_key()}"
-    elsewhere = f"mqtt:host:1/{ended.pid}@000000000000"  # another machine: never judged here
-    holders = {"sensor": dead, "meter": dead, "phone": owner_name("mqtt"), "car": elsewhere, "old": ""}
+def test_the_sessions_of_a_dead_member_are_released_with_their_wills_and_only_theirs(engine: Engine) -> None:
+    will = Will("status/sensor", b"gone", 1, True)
+    holders = {"sensor": ("dead", will), "meter": ("dead", None), "phone": ("alive", None)}
     with engine.begin() as conn:
-        for client_id, owner in holders.items():
+        for client_id, (owner, kept) in holders.items():
             mqtt.save_session(
                 conn,
                 mqtt.StoredSession(
-                    client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 1, owner=owner
+                    client_id,
+                    mqtt.queue_for(client_id),
+                    "alice",
+                    False,
+                    4,
+                    "a:1",
+                    1,
+                    1,
+                    owner=owner,
+                    will=kept,
                 ),
             )
-        assert mqtt.find_session(conn, "sensor").owner == dead  # type: ignore[union-attr]
-        assert mqtt.release_dead(conn, 500) == 2
-        assert [(s.client_id, s.offline_since) for s in mqtt.offline_sessions(conn)] == [
-            ("meter", 500),
-            ("sensor", 500),
+        mqtt.set_offline(conn, 400, ["phone"], owner="dead")  # not the holder: nothing changes
+        assert mqtt.find_session(conn, "sensor").will == will  # type: ignore[union-attr]
+        released = mqtt.release_owner(conn, "dead", 500)
+        assert sorted((s.client_id, s.will) for s in released) == [("meter", None), ("sensor", will)]
+        assert [(s.client_id, s.offline_since, s.will) for s in mqtt.offline_sessions(conn)] == [
+            ("meter", 500, None),
+            ("sensor", 500, None),
         ]
-        assert mqtt.release_dead(conn, 600) == 0
+        assert mqtt.release_owner(conn, "dead", 600) == []
+        assert mqtt.find_session(conn, "phone").online  # type: ignore[union-attr]
+
+
+def test_a_will_published_is_forgotten_and_a_disconnect_forgets_it_too(engine: Engine) -> None:
+    will = Will("status/x", b"", 0, False)
+    with engine.begin() as conn:
+        for client_id in ("x", "y"):
+            mqtt.save_session(
+                conn,
+                mqtt.StoredSession(
+                    client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 1, will=will
+                ),
+            )
+        mqtt.clear_will(conn, "x")
+        mqtt.set_offline(conn, 5, ["y"])
+        assert [s.will for s in mqtt.find_sessions(conn, ["x", "y"]).values()] == [None, None]
 
 
 def test_keyed_deletions_and_updates_are_never_prepared_on_postgresql(postgres: PostgresDatabases) -> None:

@@ -1,5 +1,12 @@
 """MQTT clients for the listener's tests: paho-mqtt (a real client library), the Mosquitto
-command-line clients, and a raw socket speaking through the codec (for what no library sends)."""
+command-line clients, a raw socket speaking through the codec (for what no library sends), and
+a publisher that keeps the QoS 1/2 flows exactly as MQTT says across reconnections.
+
+paho-mqtt 2.2 does not, in one case: a QoS 2 message whose PUBREL it is to send again after a
+reconnection, when that reconnection fails too (CONNACK 3 during a database outage, say), is
+sent the next time as a PUBLISH with DUP=0 (``_messages_reconnect_reset_out`` turns its
+``resend_pubrel`` state into ``publish``): a new message for any server, so the subscribers
+receive it twice. Tests that count QoS 2 duplicates publish with :class:`StrictPublisher`."""
 
 from __future__ import annotations
 
@@ -8,18 +15,35 @@ import socket
 import subprocess
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import paho.mqtt.client as paho
 
-from broker.protocol.mqtt import MQTT_311, Connect, Decoder, MqttProtocolError, Packet, Will, encode
+from broker.protocol.mqtt import (
+    MQTT_311,
+    ConnAck,
+    Connect,
+    Decoder,
+    MqttProtocolError,
+    Packet,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    Will,
+    encode,
+)
 from queues import QueueManager
 from tests.e2e.processes import Brokers, ServeProcess, free_port
 
 TIMEOUT = 10.0
 PASSWORD = "s3cret"
+MOSQUITTO = "/usr/sbin/mosquitto"
 
 
 @dataclass
@@ -173,6 +197,88 @@ class Raw:
         self.sock.close()
 
 
+class StrictPublisher:
+    """A persistent-session publisher that reconnects by itself and finishes every flow: after
+    each reconnection it sends again, in order, PUBLISH (DUP=1) for what is not acknowledged and
+    PUBREL for what is PUBREC'd. ``acknowledged`` is told of each publication once PUBACK or
+    PUBCOMP came."""
+
+    def __init__(
+        self,
+        port: int,
+        client_id: str,
+        *,
+        user: str | None = "alice",
+        acknowledged: Callable[[Publish], None] | None = None,
+    ) -> None:
+        self.port, self.client_id, self.user = port, client_id, user
+        self.on_acknowledged = acknowledged
+        self.pending: OrderedDict[int, tuple[Publish, bool]] = OrderedDict()  # id -> (packet, PUBREC'd)
+        self.lock = threading.Lock()
+        self.raw: Raw | None = None
+        self.next_id = 1
+        self.published = False
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name=client_id, daemon=True)
+        self.thread.start()
+
+    def publish(self, topic: str, payload: bytes, qos: int) -> None:
+        with self.lock:
+            packet_id, self.published = self.next_id, True
+            self.next_id = packet_id % 65535 + 1
+            packet = Publish(topic, payload, qos, packet_id=packet_id)
+            self.pending[packet_id] = (packet, False)
+            self._send(packet)
+
+    def _send(self, *packets: Packet) -> None:
+        if self.raw is not None:
+            try:
+                self.raw.send(*packets)
+            except OSError:
+                self.raw = None
+
+    def _run(self) -> None:
+        while not self.stopping:
+            try:
+                raw = Raw(self.port)
+                answer = raw.connect(self.client_id, clean=False, user=self.user)
+                if not isinstance(answer, ConnAck) or answer.return_code:
+                    raise ConnectionError(f"refused: {answer}")
+                if not answer.session_present and self.published:
+                    raise AssertionError("the session was lost")
+                with self.lock:
+                    self.raw = raw
+                    for packet, released in self.pending.values():
+                        assert packet.packet_id is not None
+                        self._send(PubRel(packet.packet_id) if released else replace(packet, dup=True))
+                while not self.stopping:
+                    self._acknowledged(raw.next(timeout=60))
+            except (OSError, ConnectionError):
+                with self.lock:
+                    self.raw = None
+                time.sleep(0.2)
+
+    def _acknowledged(self, packet: Packet) -> None:
+        with self.lock:
+            if isinstance(packet, PubAck | PubComp):
+                done = self.pending.pop(packet.packet_id, None)
+                if done is not None and self.on_acknowledged is not None:
+                    self.on_acknowledged(done[0])
+            elif isinstance(packet, PubRec) and packet.packet_id in self.pending:
+                self.pending[packet.packet_id] = (self.pending[packet.packet_id][0], True)
+                self._send(PubRel(packet.packet_id))
+
+    def done(self) -> bool:
+        with self.lock:
+            return not self.pending
+
+    def stop(self) -> None:
+        self.stopping = True
+        with self.lock:
+            if self.raw is not None:
+                self.raw.close()
+
+
 def _mosquitto(program: str, port: int, version: str, topic: str) -> list[str]:
     """The command line of a Mosquitto client as alice, on ``topic``."""
     return [
@@ -262,3 +368,34 @@ def stays_down(client: Paho) -> threading.Event:
 
     client.client.on_disconnect = lost
     return gone
+
+
+class Mosquitto:
+    """A Mosquitto of its own, persistent (its sessions and queued messages survive a restart)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.config = workdir / "mosquitto.conf"
+        self.config.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {workdir}/\nuser root\nlog_dest stderr\n"  # user: no privileges dropped
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([MOSQUITTO, "-c", str(self.config)])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe = Paho(self.port, "probe", user=None)
+                probe.connect()
+                probe.close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "mosquitto did not start"
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(10)

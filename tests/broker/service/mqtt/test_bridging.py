@@ -4,7 +4,6 @@ QoS 1 across a restart of the Mosquitto."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,41 +12,8 @@ import pytest
 
 from broker.service.config import ConfigError
 from broker.service.mqtt.bridging import BridgeConfig, BridgeTopic, parse, to_local, to_remote
-from tests.broker.service.mqtt.clients import MqttBroker, Paho
-from tests.e2e.processes import Brokers, free_port
-
-MOSQUITTO = "/usr/sbin/mosquitto"
-
-
-class Mosquitto:
-    """A Mosquitto of its own, persistent (its sessions and queued messages survive a restart)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.config = workdir / "mosquitto.conf"
-        self.config.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {workdir}/\nuser root\nlog_dest stderr\n"  # user: no privileges dropped
-        )
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen([MOSQUITTO, "-c", str(self.config)])
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                probe = Paho(self.port, "probe", user=None)
-                probe.connect()
-                probe.close()
-                return
-            except OSError:
-                assert time.monotonic() < deadline, "mosquitto did not start"
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        assert self.process is not None
-        self.process.terminate()
-        self.process.wait(10)
+from tests.broker.service.mqtt.clients import Mosquitto, MqttBroker, Paho
+from tests.e2e.processes import Brokers
 
 
 @pytest.fixture

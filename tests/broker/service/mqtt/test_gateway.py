@@ -6,19 +6,22 @@ that queue holds."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+
+import pytest
 
 from broker.core.system import CONTROL_QUEUE
 from broker.protocol import rfh2
 from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
 from broker.service.config import Settings
 from broker.service.metrics import BrokerMetrics
-from broker.service.mqtt.gateway import Gateway
+from broker.service.mqtt.gateway import Batch, Deferred, Gateway
 from broker.service.provision import ensure_system_queues
 from broker.service.router import RoutingService
 from broker.store import mqtt as sessions
-from queues import QueueManager
+from queues import MQError, QueueManager, Reason
 from tests.broker.core.builders import message, msg_id, psc_text
 from tests.statements import exchanges, recorded
 
@@ -172,9 +175,10 @@ def test_a_publication_is_routed_against_what_another_process_registered_before_
 def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_before_its_writes(
     qm: QueueManager,
 ) -> None:
-    """Its only reads are the version check, made outside any transaction; its writes (the
-    outbound run stored, the acknowledged one deleted, the QoS 2 id recorded) follow in one
-    unit of work: on PostgreSQL, one exchange with the server for them and the COMMIT."""
+    """Its only reads are the version check, made outside any transaction (on SQLite, only if
+    another connection has committed since the last one); its writes (the outbound run stored,
+    the acknowledged one deleted, the QoS 2 id recorded) follow in one unit of work: on
+    PostgreSQL, one exchange with the server for them and the COMMIT."""
 
     async def scenario() -> None:
         async with running(qm) as gateway:
@@ -183,20 +187,118 @@ def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_befor
             await sub.subscribe("t", 1)
             await publish(gateway, Publish("t", b"warm-up", qos=1, packet_id=1))
             acknowledgement = gateway.acknowledged("sub", [sub.received[0].packet_id or 0], received=False)
-            with recorded(qm.engine) as statements, exchanges(qm.engine) as sent:
-                gateway.post(acknowledgement)  # waits for the publication's batch, which commits
+            failures: list[BaseException] = []
+            held = await gateway.submit(lambda _: gateway.connection())  # the batches' own connection
+            with recorded(qm.engine) as statements, exchanges(qm.engine, held) as sent:
+                gateway.post(acknowledgement, failures.append)  # waits for the publication's batch
                 await gateway.submit(gateway.publish("pub", [Publish("t", b"one", qos=2, packet_id=2)], USER))
+            assert failures == []
             if qm.engine.dialect.name == "postgresql":
                 assert [s.split()[0] for s in statements] == ["SELECT"]  # the version (in psb_meta)
-                check, writes = sent  # two exchanges: the check (prepared by now, or not yet), the writes
-                assert check in ([], ["SELECT"])
-                assert writes == ["BEGIN", "INSERT", "DELETE", "INSERT", "COMMIT"]
-            else:
+                # two exchanges (listed by connection): the check (prepared by now, or not yet) on
+                # a connection of its own, and the writes
+                writes = [exchange for exchange in sent if "COMMIT" in exchange]
+                # the first INSERT asserts the member's lease (it inserts nothing while alive)
+                assert writes == [["BEGIN", "INSERT", "INSERT", "DELETE", "INSERT", "COMMIT"]]
+                assert [exchange for exchange in sent if exchange not in writes] in ([[]], [["SELECT"]])
+            else:  # no read at all: nobody else has committed since the state was last read
                 words = [" ".join(s.split()[:2]) for s in statements]
-                assert words == ["BEGIN DEFERRED", "SELECT psb_meta.version", "BEGIN IMMEDIATE", *WRITES]
+                assert words == ["BEGIN IMMEDIATE", *WRITES]
             assert [p.payload for p in sub.received] == [b"warm-up", b"one"]
             with qm.reading() as conn:
                 assert [r.payload for r in sessions.unacknowledged(conn, "sub")] == [b"one"]
                 assert sessions.awaiting_release(conn, "pub") == [2]
 
     asyncio.run(scenario())
+
+
+def test_a_batch_the_database_fails_fails_every_job_at_once_and_tells_those_nobody_awaits(
+    qm: QueueManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not carried out again one by one (each would fail the same way): every job's client is
+    told, nothing of the batch is committed, and the process's health says the database is
+    away until a batch commits again."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            sub = Client(gateway, "sub")
+            await sub.open()
+            await sub.subscribe("t", 1)
+            await publish(gateway, Publish("t", b"one", qos=1, packet_id=1))
+            sent = sub.received[0]
+            holding, release = threading.Event(), threading.Event()
+
+            def hold(_: object) -> None:  # holds the thread: the jobs handed in meanwhile are one batch
+                holding.set()
+                release.wait(10)
+
+            blocker = gateway.submit(hold)
+            assert await asyncio.to_thread(holding.wait, 10)
+            failures: list[BaseException] = []
+            gateway.post(gateway.acknowledged("sub", [sent.packet_id or 0], received=False), failures.append)
+            routed = gateway.submit(gateway.publish("pub", [Publish("t", b"two", qos=1, packet_id=2)], USER))
+            broken = gateway.submit(Deferred(lambda _: _raise(GONE)))
+            release.set()
+            await blocker
+            for future in (routed, broken):
+                with pytest.raises(MQError) as raised:
+                    await future
+                assert raised.value.reason == Reason.MQRC_CONNECTION_BROKEN
+            await asyncio.sleep(0.1)  # the posted job's failure is told on this loop, after the futures
+            assert failures == [GONE]
+            assert [p.payload for p in sub.received] == [b"one"]  # "two" was never routed
+            with qm.reading() as conn:  # nor the acknowledgement recorded
+                assert [r.payload for r in sessions.unacknowledged(conn, "sub")] == [b"one"]
+            assert gateway.health.report().outage is not None
+
+            await publish(gateway, Publish("t", b"three", qos=1, packet_id=3))
+            await sub.drain()  # the failed batch left it behind: its queue first (the watcher's wake-up)
+            assert [p.payload for p in sub.received] == [b"one", b"three"]
+            assert gateway.health.report().outage is None
+
+    asyncio.run(scenario())
+    assert "mqtt batch failed; running its jobs one by one" not in caplog.text
+
+
+GONE = MQError(Reason.MQRC_CONNECTION_BROKEN, "database unavailable: the server is restarting")
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def test_urgent_jobs_go_first_and_a_batch_takes_about_its_weight_of_publications(qm: QueueManager) -> None:
+    """A client flooding the broker (its jobs not urgent) delays another client's first job
+    by one batch at most; its own jobs keep their order, a batch at a time."""
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with running(qm) as gateway:
+            holding, release = threading.Event(), threading.Event()
+
+            def hold(_: object) -> None:
+                holding.set()
+                release.wait(10)
+
+            blocker = gateway.submit(hold)
+            assert await asyncio.to_thread(holding.wait, 10)
+            ran: list[tuple[str, int]] = []
+            seen: list[Batch] = []  # the batches, in the order they ran (kept: ids are reused)
+
+            def job(name: str, weight: int) -> Deferred:
+                def run(batch: Batch) -> None:
+                    if not seen or seen[-1] is not batch:
+                        seen.append(batch)
+                    ran.append((name, len(seen) - 1))
+
+                return Deferred(run, weight=weight)
+
+            flood = [gateway.submit(job(f"flood {n}", 400), urgent=False) for n in range(5)]
+            first = gateway.submit(job("other", 1))
+            release.set()
+            await asyncio.gather(blocker, *flood, first)
+            return ran
+
+    ran = asyncio.run(scenario())
+    assert [name for name, _ in ran] == ["other", *(f"flood {n}" for n in range(5))]
+    # the urgent job with some company, then about MAX_WEIGHT_PER_BATCH of publications each
+    assert [batch for _, batch in ran] == [0, 0, 1, 1, 1, 2]

@@ -3,6 +3,7 @@ QoS 1/2 ones wait on its session queue, and nobody else waits for it."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 from broker.protocol.mqtt import (
@@ -17,6 +18,8 @@ from broker.protocol.mqtt import (
 )
 from broker.store import mqtt
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, eventually
+from tests.broker.service.mqtt.flood import Publisher, connect, subscribe
+from tests.broker.service.mqtt.test_flood import rss_mb
 from tests.e2e.processes import Brokers
 
 BOUND = 65536
@@ -85,3 +88,28 @@ def test_a_client_that_does_not_read_stalls_nobody_and_gets_its_qos_1_and_2_late
     slow.close()
     fast.close()
     pub.close()
+
+
+def test_the_output_bound_holds_to_within_one_message_whatever_the_batch(brokers: Brokers) -> None:
+    """A publisher flat out, so that the broker routes in large batches: what waits unsent for
+    the client that does not read never passes the bound by more than one message, and the
+    broker's memory comes back once that client has gone."""
+    broker = MqttBroker(brokers, BROKER_MQTT_MAX_OUTPUT_BYTES=str(BOUND))
+    payload = 32 * 1024
+    before = rss_mb(broker.process.pid)
+    stalled = connect(broker.port, "stalled")
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    subscribe(stalled, "big/#")
+    publisher = Publisher(broker.port, "big-publisher", "big/x", payload=payload)
+    publisher.run(2.0)
+    assert publisher.error is None and publisher.sent > 100
+    assert eventually(lambda: bool(broker.process.lines("mqtt deliveries dropped: client not reading")), 30)
+    unsent = [
+        line["unsent_bytes"] for line in broker.process.lines("mqtt deliveries dropped: client not reading")
+    ]
+    assert max(unsent) <= BOUND + payload + 64, unsent  # the bound, one message and its header
+    stalled.close()
+    assert eventually(lambda: rss_mb(broker.process.pid) < before + 30, 10), (
+        before,
+        rss_mb(broker.process.pid),
+    )

@@ -5,9 +5,12 @@ other clients alone."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import ssl
+import struct
 import subprocess
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ from broker.protocol.mqtt import (
     Subscribe,
     encode,
 )
-from broker.service.config import Settings
+from broker.service.config import ConfigError, Settings
 from broker.service.mqtt.transports import Endpoint, endpoints
 from tests.broker.service.mqtt.clients import (
     PASSWORD,
@@ -314,3 +317,129 @@ def test_a_broker_stopping_ends_websocket_and_tls_connections_with_their_wills(s
     assert back.connect() == (0, True)
     wills = sorted(back.receive(3), key=lambda m: m.topic)
     assert wills == [Received(f"Wills/{name}", b"gone", 1, False) for name in ("tls", "ws", "wss")]
+
+
+@dataclass
+class Proxied:
+    """A broker that takes PROXY headers from 127.0.0.1 (the tests' proxy) on MQTT and TLS."""
+
+    broker: MqttBroker
+    tls: int
+    context: ssl.SSLContext
+
+
+@pytest.fixture
+def proxied(brokers: Brokers, certificates: Certificates) -> Proxied:
+    tls = free_port()
+    environment = certificates.environment(mqtt_tls_listen=f"127.0.0.1:{tls}", mqtt_proxy_from="127.0.0.1")
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    return Proxied(MqttBroker(brokers, **environment), tls, context)
+
+
+def _v1(source: str, port: int) -> bytes:
+    return f"PROXY TCP{6 if ':' in source else 4} {source} {source} {port} 1883\r\n".encode()
+
+
+def _v2(command: int, source: str = "::", port: int = 0) -> bytes:
+    body = (
+        b""
+        if command == 0x20
+        else socket.inet_pton(socket.AF_INET6, source) * 2 + struct.pack(">HH", port, 1883)
+    )
+    return (
+        b"\r\n\r\n\x00\r\nQUIT\n"
+        + bytes([command, 0x21 if body else 0])
+        + struct.pack(">H", len(body))
+        + body
+    )
+
+
+def _connect(client_id: str, password: bytes = PASSWORD.encode(), user: str = "alice") -> bytes:
+    return encode(Connect("MQTT", MQTT_311, client_id, True, 60, None, user, password))
+
+
+def _answer(sock: socket.socket) -> Packet | None:
+    """The broker's first packet, None if it closes the connection first (a reset, when it
+    closes with what the client sent unread)."""
+    try:
+        data = sock.recv(64)
+    except ConnectionResetError:
+        return None
+    return Decoder().feed(data)[0] if data else None
+
+
+def _addresses(broker: MqttBroker) -> dict[str, str]:
+    return {e["client_id"]: e["address"] for e in broker.process.lines("mqtt client connected")}
+
+
+def test_a_proxy_names_each_client_and_must_send_its_header(proxied: Proxied) -> None:
+    port = proxied.broker.port
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(_v1("203.0.113.7", 40001) + _connect("v1"))  # the header and CONNECT in one write
+        assert _answer(sock) == ConnAck(False, 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        header = _v2(0x21, "2001:db8::5", 4242)
+        sock.sendall(header[:10])  # the header in pieces, as TCP may deliver it
+        time.sleep(0.05)
+        sock.sendall(header[10:30])
+        time.sleep(0.05)
+        sock.sendall(header[30:] + _connect("v2"))
+        assert _answer(sock) == ConnAck(False, 0)
+    with (
+        socket.create_connection(("127.0.0.1", proxied.tls), timeout=TIMEOUT) as sock,
+    ):
+        sock.sendall(_v1("198.51.100.3", 40003))  # before the TLS handshake, as HAProxy sends it
+        with proxied.context.wrap_socket(sock, server_hostname="localhost") as tls:
+            tls.sendall(_connect("tls"))
+            assert _answer(tls) == ConnAck(False, 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(_v2(0x20) + encode(Connect("MQTT", 0, "check", True, 0, None)))  # HAProxy's check
+        assert _answer(sock) == ConnAck(False, 1)
+    assert eventually(lambda: len(_addresses(proxied.broker)) == 3)
+    assert _addresses(proxied.broker) == {
+        "v1": "203.0.113.7:40001",
+        "v2": "[2001:db8::5]:4242",
+        "tls": "198.51.100.3:40003",
+    }
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(_connect("no-header"))  # straight from the proxy's address: refused
+        assert _answer(sock) is None
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"PROXY TCP4 1.2.3.4 5.6.7.8 99999 1883\r\n")
+        assert _answer(sock) is None
+    refused = "mqtt connection refused: no valid PROXY protocol header"
+    assert eventually(lambda: len(proxied.broker.process.lines(refused)) == 2)
+    assert all(line["address"].startswith("127.0.0.1:") for line in proxied.broker.process.lines(refused))
+
+
+def test_the_sign_in_throttle_counts_each_proxied_client_by_its_own_address(proxied: Proxied) -> None:
+    """Behind a proxy every connection comes from one address: without the header, another
+    client's failures would throttle alice's login by that address."""
+    port = proxied.broker.port
+    for attempt in range(8):
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+            sock.sendall(_v1("203.0.113.66", 50000 + attempt) + _connect(f"guess{attempt}", b"wrong", "bob"))
+            assert _answer(sock) in (
+                ConnAck(False, CONNACK_BAD_CREDENTIALS),
+                ConnAck(False, CONNACK_NOT_AUTHORIZED),
+            )
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(_v1("203.0.113.66", 50100) + _connect("same-address", user="alice"))
+        assert _answer(sock) == ConnAck(False, CONNACK_NOT_AUTHORIZED)  # the guesser's address: throttled
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(_v1("203.0.113.67", 50200) + _connect("device", user="alice"))
+        assert _answer(sock) == ConnAck(False, 0)
+
+
+def test_without_the_setting_a_proxy_header_is_not_read(secure: Secure) -> None:
+    with socket.create_connection(("127.0.0.1", secure.broker.port), timeout=TIMEOUT) as sock:
+        # Nobody may name an address: the header is read as MQTT ("P" a PUBREC of 82 bytes,
+        # malformed), and the connection closed.
+        sock.sendall(_v1("203.0.113.7", 40001) + _connect("forger") + bytes(64))
+        assert _answer(sock) is None
+    assert endpoints(Settings(mqtt_listen="1883", mqtt_proxy_from=("10.0.0.0/8", "::1")))[0].proxies == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("::1"),
+    )
+    with pytest.raises(ConfigError, match="mqtt_proxy_from='haproxy' is not valid"):
+        endpoints(Settings(mqtt_listen="1883", mqtt_proxy_from=("haproxy",)))

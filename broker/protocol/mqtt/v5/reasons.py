@@ -1,0 +1,169 @@
+"""MQTT 5.0's reason codes (section 2.4): one enumeration under the specification's names, and
+the codes each packet may carry (the tables of sections 3.2 to 3.15)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from broker.protocol.mqtt.packets import (
+    Auth,
+    ConnAck,
+    Disconnect,
+    PubAck,
+    PubComp,
+    PubRec,
+    PubRel,
+    SubAck,
+    UnsubAck,
+)
+
+
+class ReasonCode(IntEnum):
+    """Every reason code of Table 2-6. A value with several names (0x00 is Success, Normal
+    disconnection and Granted QoS 0) has one member and aliases."""
+
+    SUCCESS = 0x00
+    NORMAL_DISCONNECTION = 0x00
+    GRANTED_QOS_0 = 0x00
+    GRANTED_QOS_1 = 0x01
+    GRANTED_QOS_2 = 0x02
+    DISCONNECT_WITH_WILL_MESSAGE = 0x04
+    NO_MATCHING_SUBSCRIBERS = 0x10
+    NO_SUBSCRIPTION_EXISTED = 0x11
+    CONTINUE_AUTHENTICATION = 0x18
+    RE_AUTHENTICATE = 0x19
+    UNSPECIFIED_ERROR = 0x80
+    MALFORMED_PACKET = 0x81
+    PROTOCOL_ERROR = 0x82
+    IMPLEMENTATION_SPECIFIC_ERROR = 0x83
+    UNSUPPORTED_PROTOCOL_VERSION = 0x84
+    CLIENT_IDENTIFIER_NOT_VALID = 0x85
+    BAD_USER_NAME_OR_PASSWORD = 0x86
+    NOT_AUTHORIZED = 0x87
+    SERVER_UNAVAILABLE = 0x88
+    SERVER_BUSY = 0x89
+    BANNED = 0x8A
+    SERVER_SHUTTING_DOWN = 0x8B
+    BAD_AUTHENTICATION_METHOD = 0x8C
+    KEEP_ALIVE_TIMEOUT = 0x8D
+    SESSION_TAKEN_OVER = 0x8E
+    TOPIC_FILTER_INVALID = 0x8F
+    TOPIC_NAME_INVALID = 0x90
+    PACKET_IDENTIFIER_IN_USE = 0x91
+    PACKET_IDENTIFIER_NOT_FOUND = 0x92
+    RECEIVE_MAXIMUM_EXCEEDED = 0x93
+    TOPIC_ALIAS_INVALID = 0x94
+    PACKET_TOO_LARGE = 0x95
+    MESSAGE_RATE_TOO_HIGH = 0x96
+    QUOTA_EXCEEDED = 0x97
+    ADMINISTRATIVE_ACTION = 0x98
+    PAYLOAD_FORMAT_INVALID = 0x99
+    RETAIN_NOT_SUPPORTED = 0x9A
+    QOS_NOT_SUPPORTED = 0x9B
+    USE_ANOTHER_SERVER = 0x9C
+    SERVER_MOVED = 0x9D
+    SHARED_SUBSCRIPTIONS_NOT_SUPPORTED = 0x9E
+    CONNECTION_RATE_EXCEEDED = 0x9F
+    MAXIMUM_CONNECT_TIME = 0xA0
+    SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED = 0xA1
+    WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED = 0xA2
+
+
+R = ReasonCode
+_PUBLISH_ACK = frozenset(
+    {
+        R.SUCCESS,
+        R.NO_MATCHING_SUBSCRIBERS,
+        R.UNSPECIFIED_ERROR,
+        R.IMPLEMENTATION_SPECIFIC_ERROR,
+        R.NOT_AUTHORIZED,
+        R.TOPIC_NAME_INVALID,
+        R.PACKET_IDENTIFIER_IN_USE,
+        R.QUOTA_EXCEEDED,
+        R.PAYLOAD_FORMAT_INVALID,
+    }
+)
+_RELEASE = frozenset({R.SUCCESS, R.PACKET_IDENTIFIER_NOT_FOUND})
+_CONNACK_OR_DISCONNECT = frozenset(
+    {
+        R.UNSPECIFIED_ERROR,
+        R.MALFORMED_PACKET,
+        R.PROTOCOL_ERROR,
+        R.IMPLEMENTATION_SPECIFIC_ERROR,
+        R.NOT_AUTHORIZED,
+        R.SERVER_BUSY,
+        R.BAD_AUTHENTICATION_METHOD,
+        R.TOPIC_NAME_INVALID,
+        R.PACKET_TOO_LARGE,
+        R.QUOTA_EXCEEDED,
+        R.PAYLOAD_FORMAT_INVALID,
+        R.RETAIN_NOT_SUPPORTED,
+        R.QOS_NOT_SUPPORTED,
+        R.USE_ANOTHER_SERVER,
+        R.SERVER_MOVED,
+        R.CONNECTION_RATE_EXCEEDED,
+    }
+)
+
+# The reason codes each packet may carry (sections 3.2.2.2, 3.4.2.1, 3.5.2.1, 3.6.2.1, 3.7.2.1,
+# 3.9.3, 3.11.3, 3.14.2.1 and 3.15.2.1); anything else received is a Protocol Error.
+REASON_CODES: dict[type, frozenset[ReasonCode]] = {
+    ConnAck: _CONNACK_OR_DISCONNECT
+    | {
+        R.SUCCESS,
+        R.UNSUPPORTED_PROTOCOL_VERSION,
+        R.CLIENT_IDENTIFIER_NOT_VALID,
+        R.BAD_USER_NAME_OR_PASSWORD,
+        R.SERVER_UNAVAILABLE,
+        R.BANNED,
+    },
+    PubAck: _PUBLISH_ACK,
+    PubRec: _PUBLISH_ACK,
+    PubRel: _RELEASE,
+    PubComp: _RELEASE,
+    SubAck: frozenset(
+        {
+            R.GRANTED_QOS_0,
+            R.GRANTED_QOS_1,
+            R.GRANTED_QOS_2,
+            R.UNSPECIFIED_ERROR,
+            R.IMPLEMENTATION_SPECIFIC_ERROR,
+            R.NOT_AUTHORIZED,
+            R.TOPIC_FILTER_INVALID,
+            R.PACKET_IDENTIFIER_IN_USE,
+            R.QUOTA_EXCEEDED,
+            R.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
+            R.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+            R.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED,
+        }
+    ),
+    UnsubAck: frozenset(
+        {
+            R.SUCCESS,
+            R.NO_SUBSCRIPTION_EXISTED,
+            R.UNSPECIFIED_ERROR,
+            R.IMPLEMENTATION_SPECIFIC_ERROR,
+            R.NOT_AUTHORIZED,
+            R.TOPIC_FILTER_INVALID,
+            R.PACKET_IDENTIFIER_IN_USE,
+        }
+    ),
+    Disconnect: _CONNACK_OR_DISCONNECT
+    | {
+        R.NORMAL_DISCONNECTION,
+        R.DISCONNECT_WITH_WILL_MESSAGE,
+        R.SERVER_SHUTTING_DOWN,
+        R.KEEP_ALIVE_TIMEOUT,
+        R.SESSION_TAKEN_OVER,
+        R.TOPIC_FILTER_INVALID,
+        R.RECEIVE_MAXIMUM_EXCEEDED,
+        R.TOPIC_ALIAS_INVALID,
+        R.MESSAGE_RATE_TOO_HIGH,
+        R.ADMINISTRATIVE_ACTION,
+        R.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
+        R.MAXIMUM_CONNECT_TIME,
+        R.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+        R.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED,
+    },
+    Auth: frozenset({R.SUCCESS, R.CONTINUE_AUTHENTICATION, R.RE_AUTHENTICATE}),
+}
