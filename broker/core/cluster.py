@@ -34,6 +34,7 @@ class Member:
     clients: int
     dead_at: int = 0  # epoch ms it was declared dead (0: alive)
     released: bool = False  # its sessions have been released
+    counters: tuple[tuple[str, int], ...] = ()  # its $SYS counters at its last heartbeat
 
     @property
     def alive(self) -> bool:

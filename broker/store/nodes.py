@@ -13,6 +13,8 @@ the member holding their lease (:func:`take_lease`) while it lives. Why and how:
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, Insert, Update, bindparam, delete, exists, insert, null, select, update
@@ -27,6 +29,7 @@ from queues.sql import insert_new
 # Leases in psb_leases held by a member for as long as it is alive: what one node does.
 BRIDGE = "mqtt-bridge:"  # + a bridge's name
 SESSION_LIMITS = "mqtt-session-limits"  # the passes of session expiry and mqtt_max_queued
+SYS_TOTALS = "mqtt-sys-totals"  # the cluster's $SYS totals (broker.core.sys_status)
 FREE = ""
 MAX_ADDRESS = 256
 FORGOTTEN_MS = 24 * 3600 * 1000  # a node dead that long is no longer listed
@@ -79,17 +82,31 @@ def _member(row: Any) -> Member:
         row.clients,
         row.dead_at,
         bool(row.released),
+        _counters(row.counters),
     )
 
 
-def beat(conn: Connection, owner: str, clients: int, now: int) -> bool:
-    """Count up ``owner``'s beat; False if it has been declared dead (its lease is lost)."""
+def _counters(text: str) -> tuple[tuple[str, int], ...]:
+    """The counters a member wrote (whatever else the column holds is no counter)."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return ()
+    if not isinstance(found, dict):
+        return ()
+    return tuple(sorted((str(k), v) for k, v in found.items() if isinstance(v, int)))
+
+
+def beat(
+    conn: Connection, owner: str, clients: int, now: int, counters: Mapping[str, int] | None = None
+) -> bool:
+    """Count up ``owner``'s beat, recording its ``clients`` and its ``$SYS`` ``counters``; False
+    if it has been declared dead (its lease is lost)."""
     nodes = mqtt_nodes.c
-    statement = (
-        update(mqtt_nodes)
-        .where(nodes.owner == owner, nodes.dead_at == 0)
-        .values(beat=nodes.beat + 1, heartbeat_at=now, clients=clients)
-    )
+    values: dict[str, Any] = {"beat": nodes.beat + 1, "heartbeat_at": now, "clients": clients}
+    if counters is not None:
+        values["counters"] = json.dumps(dict(counters), separators=(",", ":"))
+    statement = update(mqtt_nodes).where(nodes.owner == owner, nodes.dead_at == 0).values(values)
     return conn.execute(statement).rowcount == 1
 
 

@@ -214,6 +214,8 @@ mqtt_nodes = Table(
     Column("clients", Integer, nullable=False),  # connected at its last heartbeat
     Column("dead_at", BigInteger, nullable=False, server_default="0"),  # declared dead; 0: alive
     Column("released", SmallInteger, nullable=False, server_default="0"),  # its sessions released
+    # Its $SYS counters at its last heartbeat, a JSON object of name -> count (broker.core.sys_status).
+    Column("counters", Text, nullable=False, server_default="{}"),
 )
 
 # Each MQTT subscription's granted QoS (the broker subscription itself is in psb_subscriptions).

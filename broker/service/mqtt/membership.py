@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.core.cluster import Member, Sighting, overdue, predecessors, sighted, unreleased, watching
+from broker.service.mqtt import systopics
 from broker.service.mqtt.gateway import Released
 from broker.service.supervision import Backoff
 from broker.store import nodes
@@ -73,7 +74,8 @@ class Membership:
         if self._rejoining is not None:
             return
         gateway = self.listener.gateway
-        alive = await asyncio.to_thread(self._beat, gateway.owner, len(self.listener.clients))
+        counted = systopics.counters(self.listener.metrics)
+        alive = await asyncio.to_thread(self._beat, gateway.owner, len(self.listener.clients), counted)
         if not alive:
             self.lost()
             return
@@ -219,9 +221,9 @@ class Membership:
         with self.listener.qm.reading() as conn:
             return nodes.member(conn, owner)
 
-    def _beat(self, owner: str, clients: int) -> bool:
+    def _beat(self, owner: str, clients: int, counted: dict[str, int]) -> bool:
         with self.listener.qm.unit_of_work() as uow:
-            return nodes.beat(uow.connection, owner, clients, now_ms())
+            return nodes.beat(uow.connection, owner, clients, now_ms(), counted)
 
     def _declare_dead(self, owner: str, seen: int | None) -> bool:
         with self.listener.qm.unit_of_work() as uow:

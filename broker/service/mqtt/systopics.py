@@ -1,33 +1,43 @@
 """The listener's status on ``$SYS/broker/...`` topics, as Mosquitto publishes its own.
 
-Off unless ``mqtt_sys_interval`` is set: every that many seconds the listener publishes
-each value as a retained QoS 0 publication, through the same gateway and engine as any
-client's, as the broker's own principal (``admin_group``). So who may read them is the
-broker's ordinary authority: subscribe authority on ``$SYS/#`` (or the topic). Leading
-wildcards never match ``$`` topics (``broker.core.topics``), so a subscriber to ``#`` does
-not receive them; being retained, a new subscriber gets the current values at once.
+Off unless ``mqtt_sys_interval`` is set: every that many seconds the serving listener process
+of each node publishes its node's status under ``$SYS/broker/nodes/NODE/...``, and the node
+holding the totals' lease the cluster's under ``$SYS/broker/...`` (``broker.core.sys_status``;
+with one node, its own), each value a retained QoS 0 publication through the same gateway and
+engine as any client's, as the broker's own principal (``admin_group``). So who may read them
+is the broker's ordinary authority: subscribe authority on ``$SYS/#`` (or the topic). Leading
+wildcards never match ``$`` topics (``broker.core.topics``), so a subscriber to ``#`` does not
+receive them; being retained, a new subscriber gets the current values at once.
 
-The values are this listener's, since it started: a restart begins them again.
+Each listener process writes its counters with its heartbeat (``broker.service.mqtt.
+membership``), so the values of the others are as of their last heartbeat; this process's
+own are as of now.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
+from broker.core import sys_status
+from broker.core.cluster import Member
 from broker.protocol.mqtt.packets import Publish
+from broker.store import listings, nodes
+from queues.ids import now_ms
 
 if TYPE_CHECKING:
     from broker.service.metrics import BrokerMetrics
     from broker.service.mqtt.listener import MqttListener
 
-PREFIX = "$SYS/broker/"
+MAX_NODES = 10_000  # the nodes' topics a totals pass looks at for ones gone
 
 
-def status(uptime: float, connected: int, metrics: BrokerMetrics) -> list[tuple[str, str]]:
-    """(topic, text) of each value, named as Mosquitto names them (the sign-in throttle's, which
-    Mosquitto has not: ``logins/...`` since the start, ``throttled/...`` now)."""
+def counters(metrics: BrokerMetrics) -> dict[str, int]:
+    """This process's counters (``sys_status.COUNTERS``), named as Mosquitto names them (the
+    sign-in throttle's, which Mosquitto has not: ``logins/...`` since the start,
+    ``throttled/...`` now)."""
     read = metrics.registry.get_sample_value
 
     def packets(direction: str) -> int:
@@ -39,20 +49,16 @@ def status(uptime: float, connected: int, metrics: BrokerMetrics) -> list[tuple[
     def throttled(key: str) -> int:
         return int(read("broker_mqtt_throttled", {"key": key}) or 0)
 
-    values = {
-        "version": f"broker {_version()}",
-        "uptime": f"{int(uptime)} seconds",
-        "clients/connected": str(connected),
-        "messages/received": str(packets("in")),
-        "messages/sent": str(packets("out")),
-        "bytes/received": str(octets("in")),
-        "bytes/sent": str(octets("out")),
-        "logins/failed": str(int(read("broker_mqtt_login_failures_total") or 0)),
-        "logins/throttled": str(int(read("broker_mqtt_refused_total", {"what": "throttled"}) or 0)),
-        "throttled/users": str(throttled("user")),
-        "throttled/addresses": str(throttled("address")),
+    return {
+        "messages/received": packets("in"),
+        "messages/sent": packets("out"),
+        "bytes/received": octets("in"),
+        "bytes/sent": octets("out"),
+        "logins/failed": int(read("broker_mqtt_login_failures_total") or 0),
+        "logins/throttled": int(read("broker_mqtt_refused_total", {"what": "throttled"}) or 0),
+        "throttled/users": throttled("user"),
+        "throttled/addresses": throttled("address"),
     }
-    return [(PREFIX + name, text) for name, text in values.items()]
 
 
 def _version() -> str:
@@ -63,9 +69,32 @@ def _version() -> str:
 
 
 async def publish(listener: MqttListener, started: float) -> None:
-    """Publish the status (as of ``started``, the listener's time.monotonic() at start), as
-    one job: one commit for every value."""
-    values = status(time.monotonic() - started, len(listener.clients), listener.metrics)
-    publishes = [Publish(topic, text.encode(), 0, True) for topic, text in values]
+    """Publish the node's status and, holding the totals' lease, the cluster's (clearing the
+    topics of nodes gone), as one job: one commit for every value. ``started``: the listener's
+    time.monotonic() at start, whose uptime stands in for its own row's until that is written."""
     gateway = listener.gateway
+    members, totals, published = await asyncio.to_thread(_read, listener)
+    now = now_ms()
+    since = now - int((time.monotonic() - started) * 1000)
+    live = tuple(sorted(counters(listener.metrics).items()))
+    mine = Member(gateway.owner, gateway.node, "", since, 0, now, len(listener.clients), counters=live)
+    members = [m for m in members if m.owner != gateway.owner] + [mine]
+    release = _version()
+    values = sys_status.node_topics(gateway.node, members, now, release)
+    if totals:
+        values += sys_status.cluster_topics(members, now, release)
+        values += [(topic, "") for topic in sys_status.gone_topics(published, members)]
+    publishes = [Publish(topic, text.encode(), 0, True) for topic, text in values]
     await gateway.submit(gateway.publish("", publishes, listener.settings.admin_group))
+
+
+def _read(listener: MqttListener) -> tuple[list[Member], bool, list[str]]:
+    """The members; whether this process holds the totals' lease (taking it if free); if so,
+    the nodes' topics retained now (their uptimes: one a node)."""
+    owner = listener.gateway.owner
+    with listener.gateway.qm.unit_of_work() as uow:
+        members = nodes.members(uow.connection)
+        totals = nodes.take_lease(uow.connection, nodes.SYS_TOTALS, owner)
+        pattern = f"{sys_status.NODES}+/uptime"
+        found = listings.list_retained(uow.connection, pattern, limit=MAX_NODES) if totals else []
+    return members, totals, [publication.topic for _, publication in found]

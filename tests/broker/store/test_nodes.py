@@ -39,6 +39,16 @@ def test_a_member_beats_until_declared_dead_once(engine: Engine) -> None:
         assert [(m.owner, m.dead_at) for m in nodes.members(conn)] == [("x", 30), ("y", 0)]
 
 
+def test_a_beat_records_the_members_counters_and_a_beat_without_keeps_them(engine: Engine) -> None:
+    with engine.begin() as conn:
+        nodes.register(conn, member("x"))
+        assert nodes.member(conn, "x").counters == ()  # type: ignore[union-attr]
+        assert nodes.beat(conn, "x", 1, 20, {"messages/sent": 7, "bytes/sent": 3_000_000_000})
+        assert nodes.member(conn, "x").counters == (("bytes/sent", 3_000_000_000), ("messages/sent", 7))  # type: ignore[union-attr]
+        assert nodes.beat(conn, "x", 1, 30)
+        assert nodes.member(conn, "x").counters == (("bytes/sent", 3_000_000_000), ("messages/sent", 7))  # type: ignore[union-attr]
+
+
 def test_a_dead_members_sessions_are_released_once_and_older_runs_of_its_node_pruned(engine: Engine) -> None:
     with engine.begin() as conn:
         for owner in ("old", "x"):

@@ -304,3 +304,36 @@ def test_a_bridge_runs_on_one_node_and_moves_when_that_node_dies(cluster: Cluste
         assert b"after" in [m.payload for m in local.receive(1, timeout=30)]
     finally:
         mosquitto.stop()
+
+
+def test_each_node_publishes_its_own_status_and_one_node_the_clusters_totals(cluster: Cluster) -> None:
+    """$SYS per node under $SYS/broker/nodes/NODE/..., the totals under Mosquitto's names; a
+    node killed has its topics cleared and leaves the totals once declared dead."""
+    cluster.environment["BROKER_MQTT_SYS_INTERVAL"] = "1"
+    cluster.start("node1", "node2")
+    watcher = Paho(cluster.ports["node1"], "watcher")  # straight to node1, as the devices below to node2
+    watcher.connect()
+    watcher.subscribe(("$SYS/broker/clients/connected", 0), ("$SYS/broker/nodes/#", 0))
+    devices = [Raw(cluster.ports["node2"]) for _ in range(2)]
+    for number, device in enumerate(devices):
+        assert device.connect(f"device{number}") == ConnAck(False, 0)
+    seen: dict[str, bytes] = {}
+
+    def shows(wanted: dict[str, bytes]) -> bool:
+        while not watcher.messages.empty():
+            message = watcher.messages.get()
+            seen[message.topic] = message.payload
+        return all(seen.get("$SYS/broker/" + name) == value for name, value in wanted.items())
+
+    running = {
+        "nodes/node1/clients/connected": b"1",
+        "nodes/node2/clients/connected": b"2",
+        "clients/connected": b"3",
+        "nodes/count": b"2",
+    }
+    assert eventually(lambda: shows(running), 15), seen
+    cluster.nodes["node2"].kill()
+    gone = {"nodes/node2/clients/connected": b"", "clients/connected": b"1", "nodes/count": b"1"}
+    assert eventually(lambda: shows(gone), DETECTION + 15), seen
+    assert seen["$SYS/broker/nodes/node2/uptime"] == b""  # every topic of the node gone cleared
+    watcher.close()

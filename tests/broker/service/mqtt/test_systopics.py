@@ -3,6 +3,7 @@ matched by ``#``."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 from broker import store
@@ -24,27 +25,29 @@ def test_status_is_published_to_those_allowed_to_subscribe_to_sys(brokers: Broke
     alice = Paho(broker.port, "alice")
     alice.connect()
     alice.subscribe(("$SYS/broker/#", 0))
-    names = {
-        f"$SYS/broker/{name}"
-        for name in (
-            "version",
-            "uptime",
-            "clients/connected",
-            "messages/received",
-            "messages/sent",
-            "bytes/received",
-            "bytes/sent",
-            "logins/failed",
-            "logins/throttled",
-            "throttled/users",
-            "throttled/addresses",
-        )
-    }
+    values = (
+        "version",
+        "uptime",
+        "clients/connected",
+        "messages/received",
+        "messages/sent",
+        "bytes/received",
+        "bytes/sent",
+        "logins/failed",
+        "logins/throttled",
+        "throttled/users",
+        "throttled/addresses",
+    )
+    node = f"{socket.gethostname()}:{broker.port}"  # the default node name
+    # The cluster's totals (of one node here), how many nodes, and the node's own values.
+    names = {f"$SYS/broker/{name}" for name in values} | {"$SYS/broker/nodes/count"}
+    names |= {f"$SYS/broker/nodes/{node}/{name}" for name in values}
     seen: dict[str, bytes] = {}
     deadline = time.monotonic() + 10
     while (
         seen.get("$SYS/broker/bytes/received", b"0") == b"0"
         or seen.get("$SYS/broker/clients/connected") != b"2"
+        or seen.get(f"$SYS/broker/nodes/{node}/clients/connected") != b"2"
         or not names <= set(seen)
     ):
         assert time.monotonic() < deadline, seen
@@ -52,6 +55,7 @@ def test_status_is_published_to_those_allowed_to_subscribe_to_sys(brokers: Broke
         seen[message.topic] = message.payload
     assert set(seen) == names
     assert seen["$SYS/broker/uptime"].endswith(b" seconds")
+    assert seen["$SYS/broker/nodes/count"] == b"1"
     bob.publish("plain/topic", b"seen by bob's #", 0)
     assert [m.topic for m in bob.receive(1)] == ["plain/topic"]
     assert bob.nothing_more(wait=1.5)  # two intervals: no $SYS publication matched "#"
