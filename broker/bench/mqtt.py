@@ -528,19 +528,23 @@ def run(
                 servers.append(running_servers.enter_context(broker(kind, pg_url, processes)))
         results["servers"] = measure(servers, load)
     results["headroom"] = headroom(load)
-    results["cluster"] = clusters(load, pg_url) if target == "broker" else []
+    results["cluster"] = clusters(load, pg_url) if target == "broker" else {"runs": [], "anchor": None}
     return results
 
 
-def clusters(load: Workload, pg_url: str) -> list[Any]:
+def clusters(load: Workload, pg_url: str) -> dict[str, Any]:
     """The figures of an MQTT cluster of each node count in ``load.nodes``."""
     from broker.bench import mqtt_cluster
 
+    if not load.nodes:
+        return {"runs": [], "anchor": None}
+    with mosquitto() as anchor:  # the storm's anchor, measured in the same run
+        storm = mqtt_cluster.storm([anchor], load.connections or mqtt_cluster.MIN_CONNECTIONS, "anchor")
     runs = []
     for count in load.nodes:
         with mqtt_cluster.cluster(pg_url, count) as servers:
             runs.append(mqtt_cluster.measure(servers, load))
-    return runs
+    return {"runs": runs, "anchor": storm}
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -787,10 +791,10 @@ def report(results: dict[str, Any]) -> str:
     )
     for processes, row in results["headroom"].items():
         lines.append(f"{processes} + {processes} processes: " + _throughput_line([row]))
-    if results["cluster"]:
+    if results["cluster"]["runs"]:
         from broker.bench import mqtt_cluster
 
-        lines += ["", *mqtt_cluster.lines(results["cluster"])]
+        lines += ["", *mqtt_cluster.lines(results["cluster"]["runs"], results["cluster"]["anchor"])]
     return "\n".join(lines)
 
 

@@ -59,8 +59,19 @@ class ClusterRun:
     connections: int
     connects_per_second: float
     subscribes_per_second: float
+    storm: Storm  # new clients each CONNECT then SUBSCRIBE, as after an outage
     failover_clients: int
     failover_seconds: float  # SIGKILL of the first node -> the last client resumed (nan: one node)
+
+
+@dataclass(frozen=True, slots=True)
+class Storm:
+    """A reconnect storm: ``clients`` new clients, ``STEP`` at a time, each a CONNECT then a
+    SUBSCRIBE to a topic of its own, answered (rate), and the servers' CPU per client."""
+
+    clients: int
+    per_second: float
+    cpu_us_per_client: float
 
 
 @contextmanager
@@ -94,6 +105,7 @@ def measure(servers: Sequence[Server], load: Workload) -> ClusterRun:
     ports = [server.port for server in servers]
     count = load.connections or MIN_CONNECTIONS
     connect, subscribe = asyncio.run(_connect_rate(ports, count))
+    storming = storm(servers, count, f"storm{len(servers)}")
     failover = _failover(servers, count) if len(servers) > 1 else float("nan")
     return ClusterRun(
         len(servers),
@@ -104,6 +116,7 @@ def measure(servers: Sequence[Server], load: Workload) -> ClusterRun:
         count,
         count / connect,
         count / subscribe,
+        storming,
         count if len(servers) > 1 else 0,
         failover,
     )
@@ -160,6 +173,30 @@ async def _connect_rate(ports: Sequence[int], count: int) -> tuple[float, float]
     return connect, subscribe
 
 
+def storm(servers: Sequence[Server], count: int, tag: str) -> Storm:
+    """``count`` new clients spread over ``servers`` (a cluster's nodes, or the anchor), each a
+    CONNECT then a SUBSCRIBE, ``STEP`` at a time: the rate, and the servers' CPU per client."""
+    before = sum(cpu_seconds(server.pid) for server in servers)
+    seconds = asyncio.run(_storming([server.port for server in servers], count, tag))
+    cpu = sum(cpu_seconds(server.pid) for server in servers) - before
+    return Storm(count, count / seconds, cpu / count * 1e6)
+
+
+async def _storming(ports: Sequence[int], count: int, tag: str) -> float:
+    async def client(n: int) -> Connection:
+        connection = await Connection.open("127.0.0.1", ports[n % len(ports)], f"{tag}-{n}")
+        await _subscribe(connection, f"{tag}/{n}")
+        return connection
+
+    clients: list[Connection] = []
+    started = time.monotonic()
+    for first in range(0, count, STEP):
+        clients += await asyncio.gather(*(client(n) for n in range(first, min(count, first + STEP))))
+    seconds = time.monotonic() - started
+    await asyncio.gather(*(connection.close() for connection in clients))
+    return seconds
+
+
 async def _subscribe(client: Connection, topic: str) -> None:
     client.send(Subscribe(1, ((topic, 1),)))
     answer = await client.next_packet(f"{topic}: SUBACK")
@@ -214,13 +251,13 @@ async def _resume(ports: Sequence[int], number: int, name: str) -> float:
         return resumed
 
 
-def lines(runs: Sequence[ClusterRun]) -> list[str]:
-    """The report's cluster section."""
+def lines(runs: Sequence[ClusterRun], anchor: Storm | None = None) -> list[str]:
+    """The report's cluster section; ``anchor``: Mosquitto's storm, measured in the same run."""
     found = [
         "MQTT cluster on one PostgreSQL database (its nodes share this machine; "
         f"node_timeout {NODE_TIMEOUT:g} s):",
         f"{'nodes':>5} {'QoS 1 pubs/s':>12} {'deliveries/s':>13} {'missing':>8} {'us/dlv':>8} "
-        f"{'connects/s':>10} {'subscribes/s':>12} {'failover':>22}",
+        f"{'connects/s':>10} {'subscribes/s':>12} {'storm/s':>8} {'us/client':>9} {'failover':>22}",
     ]
     for run in runs:
         failover = (
@@ -229,6 +266,17 @@ def lines(runs: Sequence[ClusterRun]) -> list[str]:
         found.append(
             f"{run.nodes:>5} {run.publications_per_second:>12,.0f} {run.deliveries_per_second:>13,.0f} "
             f"{run.missing:>8} {run.cpu_us_per_delivery:>8.1f} {run.connects_per_second:>10,.0f} "
-            f"{run.subscribes_per_second:>12,.0f} {failover:>22}"
+            f"{run.subscribes_per_second:>12,.0f} {run.storm.per_second:>8,.0f} "
+            f"{run.storm.cpu_us_per_client:>9,.0f} {failover:>22}"
         )
+    if anchor is not None:
+        found.append(
+            f"reconnect storm (new clients, each CONNECT then SUBSCRIBE, {STEP} at once): Mosquitto "
+            f"{anchor.per_second:,.0f}/s at {anchor.cpu_us_per_client:,.0f} us of CPU a client"
+        )
+        found += [
+            f"  ratio, {run.nodes} node(s) / Mosquitto: {run.storm.per_second / anchor.per_second:.2f}x the "
+            f"rate, {run.storm.cpu_us_per_client / max(anchor.cpu_us_per_client, 1e-9):.1f}x the CPU a client"
+            for run in runs
+        ]
     return found

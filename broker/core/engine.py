@@ -65,15 +65,18 @@ def route(
     *,
     sequence: int = 0,
     headers: rfh2.RFH2Body | None = None,
+    command: psc.Command | None = None,
 ) -> Outcome:
     """Route one message taken from ``source``; ``sequence`` is its position in
     the input (the retained store keeps the last writer by it). ``headers``: the
-    message's MQRFH2 as decoded, from a caller that built the message itself."""
+    message's MQRFH2 as decoded, from a caller that built the message itself; with
+    them, ``command``: its <psc> command as built, not parsed again (an in-process
+    shell's typed command; never one from a neighbour, whose path is read too)."""
     request = Request(message, source, state, now, sequence=sequence)
     try:
         if source.kind == INTER_BROKER and message.msg_type == MQMT_REPLY:
             return _neighbour_response(request)
-        _decode(request, headers)
+        _decode(request, headers, command)
         command = request.command
         assert command is not None
         if source.kind not in _QUEUE_KINDS[type(command)]:
@@ -87,10 +90,14 @@ def route(
         return refused(request, refusal)
 
 
-def _decode(request: Request, headers: rfh2.RFH2Body | None) -> None:
+def _decode(request: Request, headers: rfh2.RFH2Body | None, command: psc.Command | None = None) -> None:
     m = request.message
     if m.msg_type not in (MQMT_REQUEST, MQMT_DATAGRAM):
         raise Refused(Reason.MQRC_MSG_TYPE_ERROR, f"MsgType {m.msg_type} is not a request or a datagram")
+    if command is not None and headers is not None and not request.from_network:
+        request.headers, request.command = headers, command
+        request.psc_folder = next(f for f in headers.folders if rfh2.folder_name(f) == "psc")
+        return
     try:
         request.headers = headers if headers is not None else rfh2.decode(m.body, m.encoding, m.format)
         commands: list[str] = []

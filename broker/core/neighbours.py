@@ -102,6 +102,8 @@ def proxy_changes(
     """Proxy registrations and deregistrations caused by adding and removing
     subscriptions (a changed subscription is removed then added), judged against
     the state before the change."""
+    if not state.neighbours:  # a broker alone proxies nothing (every MQTT SUBSCRIBE comes here)
+        return []
     deltas: dict[tuple[str, str], dict[str | None, int]] = {}
     for sign, subscriptions in ((1, added), (-1, removed)):
         for sub in subscriptions:

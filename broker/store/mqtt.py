@@ -420,20 +420,28 @@ def _by_key(client_ids: Sequence[str]) -> dict[bytes, str]:
     return {session_key(client_id): client_id for client_id in client_ids}
 
 
+# A subscription's row, by (session key, filter key): (filter, QoS granted), or None: revoked.
+Grants = Mapping[tuple[bytes, bytes], tuple[str, int] | None]
+
+
 def grant(conn: Connection, client_id: str, filters: Sequence[tuple[str, int]]) -> None:
-    if not filters:
-        return
     key = session_key(client_id)
-    _delete_pairs(conn, mqtt_subscriptions, "filter_key", [(key, filter_key(f)) for f, _ in filters])
-    conn.execute(
-        insert(mqtt_subscriptions),
-        [{"session_key": key, "filter_key": filter_key(f), "filter": f, "qos": q} for f, q in filters],
-    )
+    set_grants(conn, {(key, filter_key(f)): (f, q) for f, q in filters})
 
 
 def revoke(conn: Connection, client_id: str, filters: Iterable[str]) -> None:
     key = session_key(client_id)
-    _delete_pairs(conn, mqtt_subscriptions, "filter_key", [(key, filter_key(f)) for f in filters])
+    set_grants(conn, {(key, filter_key(f)): None for f in filters})
+
+
+def set_grants(conn: Connection, grants: Grants) -> None:
+    """Each subscription granted (its row replaced) or revoked (its row deleted): one deletion
+    and one insertion for all of them, whichever sessions they are of (a batch's SUBSCRIBEs)."""
+    if not grants:
+        return
+    _delete_pairs(conn, mqtt_subscriptions, "filter_key", list(grants))
+    rows = [(key, fkey, value[0], value[1]) for (key, fkey), value in grants.items() if value is not None]
+    _insert_rows(conn, mqtt_subscriptions, ("session_key", "filter_key", "filter", "qos"), rows)
 
 
 # -- QoS 2 ids received --------------------------------------------------------------------

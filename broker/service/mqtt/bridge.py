@@ -17,7 +17,9 @@ IsRetainedPub, which becomes RETAIN=1 (live ones carry RETAIN=0).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import lru_cache
+from typing import NamedTuple
 
 from broker.client import command_message, decode_publication
 from broker.protocol import psc, rfh2
@@ -104,6 +106,15 @@ def retained_deletion(topic: str, user_id: str) -> Message:
     return _stamped(command_message(command, request=False, user_id=user_id))
 
 
+class Typed(NamedTuple):
+    """A command message built here, with its MQRFH2 as built and the command itself: the engine
+    takes them as they are (``broker.core.engine.route``), parsing nothing it was handed."""
+
+    message: Message
+    headers: rfh2.RFH2Body
+    command: psc.Command
+
+
 def registration(
     filters: tuple[str, ...],
     queue: str,
@@ -113,6 +124,18 @@ def registration(
     options: RegOpt = SUBSCRIPTION_OPTIONS,
 ) -> Message:
     """RegSub (or DeregSub) of ``filters`` for the session queue ``queue``."""
+    return typed_registration(filters, queue, user_id, remove=remove, options=options).message
+
+
+def typed_registration(
+    filters: tuple[str, ...],
+    queue: str,
+    user_id: str,
+    *,
+    remove: bool = False,
+    options: RegOpt = SUBSCRIPTION_OPTIONS,
+) -> Typed:
+    """:func:`registration`, with its headers and command (a SUBSCRIBE's path: routed at once)."""
     kind = psc.DeregSub if remove else psc.RegSub
     command = kind(
         topics=filters,
@@ -127,12 +150,15 @@ def registration(
         correl_id=None,
         folder="",
     )
-    return _stamped(command_message(command, request=False, user_id=user_id))
+    message = _stamped(command_message(command, request=False, user_id=user_id))
+    folder = psc.render(command)
+    header = rfh2.RFH2Header(folders=(folder,))  # as command_message builds it
+    return Typed(message, rfh2.RFH2Body((header,), b""), replace(command, folder=folder))
 
 
-def discard(queue: str, admin: str) -> Message:
+def discard(queue: str, admin: str) -> Typed:
     """The DeregSub that removes every subscription of a session's queue."""
-    return registration((), queue, admin, remove=True, options=DISCARD_OPTIONS)
+    return typed_registration((), queue, admin, remove=True, options=DISCARD_OPTIONS)
 
 
 def origin(message: Message) -> str:

@@ -324,10 +324,10 @@ class Bridge:
         opened = await gateway.submit(gateway.open(connect, config.session, config.principal, self._address))
         outbound = tuple((spec.local, spec.qos) for spec in config.topics if spec.outbound())
         if outbound:
-            answers = await gateway.submit(
+            subscribed = await gateway.submit(
                 gateway.subscribe(config.session, queue, config.principal, outbound)
             )
-            for (text, _), (code, _) in zip(outbound, answers, strict=True):
+            for (text, _), (code, _) in zip(outbound, subscribed.answers, strict=True):
                 if code > 2:
                     log.warning(
                         "mqtt bridge subscription refused", extra={"bridge": config.name, "filter": text}

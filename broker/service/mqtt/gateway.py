@@ -63,7 +63,7 @@ from broker.core.cluster import Member
 from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState, QueueInfo
 from broker.core.topics import matches, server_topic
-from broker.protocol import pscr, rfh2
+from broker.protocol import psc, pscr, rfh2
 from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
 from broker.protocol.mqtt.session import Outbound, Window
 from broker.protocol.options import RegOpt
@@ -98,6 +98,7 @@ QOS_CACHE = 1024  # topics whose granted QoS an outlet remembers
 SESSION_QUEUE = "MQTT session"  # the description of a session's queue
 FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
 GATEWAY_TASK = "mqtt-gateway"
+KEEP = RegOpt(0)  # an UNSUBSCRIBE's DeregSub: no option, its filter alone
 
 Send = Callable[[list[Publish]], None]
 
@@ -250,6 +251,7 @@ class Batch:
         self.numbered: list[tuple[Window, int]] = []  # given back if the batch fails
         self.opening: list[Opening] = []  # sessions to open, all at once (Gateway.open)
         self.closing: list[tuple[str, str]] = []  # (client id, queue) of clean sessions ending
+        self.grants: dict[tuple[bytes, bytes], tuple[str, int] | None] = {}  # sessions.Grants
         self._guarded = False  # the member's lease asserted in this transaction
 
     @property
@@ -280,7 +282,13 @@ class Batch:
     @property
     def pending(self) -> bool:
         return bool(
-            self.effects or self.received or self.forgotten or self.sending or self.touched or self.refused
+            self.effects
+            or self.received
+            or self.forgotten
+            or self.sending
+            or self.touched
+            or self.refused
+            or self.grants
         )
 
     def write(self) -> None:
@@ -301,8 +309,9 @@ class Batch:
         if self.sending:
             self._store_runs(conn)
         sessions.count_refused(conn, self.refused)
+        sessions.set_grants(conn, self.grants)
         self.gateway.router.apply_effects(self.uow, self.effects)
-        for pending in (self.forgotten, self.received, self.touched, self.sending):
+        for pending in (self.forgotten, self.received, self.touched, self.sending, self.grants):
             pending.clear()
         self.refused.clear()
         self.effects = []
@@ -328,13 +337,14 @@ class Batch:
         source_queue: str,
         live: Publish | None = None,
         headers: rfh2.RFH2Body | None = None,
+        command: psc.Command | None = None,
     ) -> Outcome:
         """Route ``message`` (its MQRFH2 decoded as ``headers``, if given) as if taken from
         ``source_queue``; later jobs see its changes. Its deliveries to outlets that are
         caught up go straight out as ``live`` (the MQTT publication routed), the others to
         their queues."""
         source = engine.source_of(self.state, source_queue)
-        outcome = engine.route(message, source, self.state, self.now, headers=headers)
+        outcome = engine.route(message, source, self.state, self.now, headers=headers, command=command)
         self.state.apply_all(outcome.effects)
         outlets = self.gateway.outlets
         effects = self.effects
@@ -352,6 +362,10 @@ class Batch:
                 self.queued.add(effect.queue)
             effects.append(effect)
         return outcome
+
+    def route_typed(self, typed: bridge.Typed, source_queue: str) -> Outcome:
+        """Route a command built in this process, as it was built (nothing parsed again)."""
+        return self.route(typed.message, source_queue, headers=typed.headers, command=typed.command)
 
     def _direct(self, outlet: Outlet, plain: Publish, qos: int) -> bool:
         """Deliver a publication of QoS ``qos`` to a caught-up outlet without its queue (as
@@ -418,6 +432,30 @@ class Deferred:
 
     def __call__(self, batch: Batch) -> Any:
         return self.run(batch)
+
+
+class Registering:
+    """A job that registers or deregisters subscriptions of the session queue ``queue``: a
+    batch reads the definitions of all such queues in one query before its jobs run (each
+    registration names its queue as its destination), not one query each."""
+
+    __slots__ = ("queue", "run")
+
+    def __init__(self, queue: str, run: Callable[[Batch], Any]) -> None:
+        self.queue = queue
+        self.run = run
+
+    def __call__(self, batch: Batch) -> Any:
+        return self.run(batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """A SUBSCRIBE's answers, (return code, reason) each, and whether the batch queued
+    anything for the session meanwhile (retained publications): only then is there a drain."""
+
+    answers: list[tuple[int, int]]
+    queued: bool
 
 
 class _BatchQueues:
@@ -682,6 +720,9 @@ class Gateway:
                     state = self.router.state_in(uow)
                     self._data_version = seen
                 batch = Batch(self, uow, state, now_ms(), stack)
+                registering = [job.queue for job in jobs if isinstance(job, Registering)]
+                if len(registering) > 1:
+                    batch.uow.definitions(registering)
                 results = [job(batch) for job in jobs]
                 self._close_all(batch)
                 self._open_all(batch)
@@ -916,7 +957,7 @@ class Gateway:
         def job(batch: Batch) -> None:
             self.outlets.pop(queue_name, None)
             self.inflight.pop(sessions.session_key(client_id), None)
-            batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
+            batch.route_typed(bridge.discard(queue_name, self.settings.admin_group), self.control)
             batch.closing.append((client_id, queue_name))
 
         return job
@@ -985,7 +1026,7 @@ class Gateway:
         with ``delete`` its queue."""
         self.outlets.pop(queue_name, None)
         self.inflight.pop(sessions.session_key(client_id), None)
-        batch.route(bridge.discard(queue_name, self.settings.admin_group), self.control)
+        batch.route_typed(bridge.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
         if delete:
             with contextlib.suppress(UnknownObject):
@@ -1036,37 +1077,40 @@ class Gateway:
         or 0x80 and why it was refused (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The
         retained publications sent for them are queued, and sent at the QoS granted."""
 
-        def job(batch: Batch) -> list[tuple[int, int]]:
+        key = sessions.session_key(client_id)
+
+        def job(batch: Batch) -> Subscribed:
             answers: list[tuple[int, int]] = []
             granted: list[tuple[str, int]] = []
             for text, qos in topics:
-                outcome = batch.route(bridge.registration((text,), queue_name, user_id), self.control)
+                typed = bridge.typed_registration((text,), queue_name, user_id)
+                outcome = batch.route_typed(typed, self.control)
                 if outcome.completion == pscr.ERROR or outcome.refused_topics:
                     answers.append((SUBACK_FAILURE, outcome.reason))
                 else:
                     answers.append((qos, 0))
                     granted.append((text, qos))
-            refused = sum(1 for code, _ in answers if code == SUBACK_FAILURE)
-            sessions.grant(batch.uow.connection, client_id, granted)
-            sessions.count_refused(batch.uow.connection, {client_id: refused})
+            if refused := sum(1 for code, _ in answers if code == SUBACK_FAILURE):
+                batch.refused[client_id] += refused
+            batch.grants.update({(key, sessions.filter_key(text)): (text, qos) for text, qos in granted})
             if (outlet := self.outlets.get(queue_name)) is not None:
                 outlet.grant(granted)
-            return answers
+            return Subscribed(answers, queue_name in batch.queued)
 
-        return job
+        return Registering(queue_name, job)
 
     def unsubscribe(self, client_id: str, queue_name: str, user_id: str, filters: tuple[str, ...]) -> Job:
+        key = sessions.session_key(client_id)
+
         def job(batch: Batch) -> None:
             for text in filters:
-                deregistration = bridge.registration(
-                    (text,), queue_name, user_id, remove=True, options=RegOpt(0)
-                )
-                batch.route(deregistration, self.control)
-            sessions.revoke(batch.uow.connection, client_id, filters)
+                typed = bridge.typed_registration((text,), queue_name, user_id, remove=True, options=KEEP)
+                batch.route_typed(typed, self.control)
+            batch.grants.update({(key, sessions.filter_key(text)): None for text in filters})
             if (outlet := self.outlets.get(queue_name)) is not None:
                 outlet.revoke(filters)
 
-        return job
+        return Registering(queue_name, job)
 
     def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
         """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message)."""

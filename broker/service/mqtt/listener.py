@@ -56,7 +56,7 @@ from broker.service.mqtt import bridging, housekeeping, systopics, takeover
 from broker.service.mqtt.admission import Admission
 from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.deadlines import Deadlines
-from broker.service.mqtt.gateway import Drained, Gateway, Job, Opened
+from broker.service.mqtt.gateway import Drained, Gateway, Job, Opened, Subscribed
 from broker.service.mqtt.intake import Held, Intake
 from broker.service.mqtt.logins import Logins
 from broker.service.mqtt.membership import Membership
@@ -358,12 +358,13 @@ class Connection:
         gateway = self.listener.gateway
         future = self._submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
-        def then(answers: list[tuple[int, int]]) -> list[Action]:
-            for (text, _), (_, reason) in zip(packet.topics, answers, strict=True):
+        def then(subscribed: Subscribed) -> list[Action]:
+            for (text, _), (_, reason) in zip(packet.topics, subscribed.answers, strict=True):
                 if reason:
                     self._refused("subscribe", reason, text)
-            self.wake()  # retained publications for the new subscriptions
-            return self.session.subscribed(packet.packet_id, [code for code, _ in answers])
+            if subscribed.queued:
+                self.wake()  # retained publications for the new subscriptions
+            return self.session.subscribed(packet.packet_id, [code for code, _ in subscribed.answers])
 
         self._step(future, then, 1)
 

@@ -142,5 +142,9 @@ def test_a_cluster_of_two_nodes_is_measured_and_fails_over(postgres: PostgresDat
         run = mqtt_cluster.measure(servers, tiny)
     assert run.nodes == 2 and run.missing == 0 and run.deliveries_per_second > 0
     assert run.connections == 40 and run.connects_per_second > 0 and run.subscribes_per_second > 0
+    assert run.storm.clients == 40 and run.storm.per_second > 0 and run.storm.cpu_us_per_client > 0
     assert run.failover_clients == 40 and 0 < run.failover_seconds < 60
     assert "40 clients in" in mqtt_cluster.lines([run])[-1]
+    anchor = mqtt_cluster.Storm(40, run.storm.per_second * 4, run.storm.cpu_us_per_client / 10)
+    ratio = mqtt_cluster.lines([run], anchor)[-1]
+    assert ratio.startswith("  ratio, 2 node(s) / Mosquitto: 0.25x the rate, 10.0x")

@@ -1,0 +1,40 @@
+"""MQTT's commands as MQRFH2 messages: a SUBSCRIBE's registration is handed to the engine typed,
+and routes exactly as the message it stands for would when parsed."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.core import engine
+from broker.protocol import psc, rfh2
+from broker.protocol.options import RegOpt
+from broker.service.mqtt import bridge
+from tests.broker.core.builders import CONTROL, NOW, Broker
+
+QUEUE = "SYSTEM.MQTT.SESSION.X"
+
+
+@pytest.mark.parametrize("remove", [False, True])
+def test_a_typed_registration_is_the_message_it_stands_for(remove: bool) -> None:
+    options = RegOpt(0) if remove else bridge.SUBSCRIPTION_OPTIONS
+    typed = bridge.typed_registration(("a/+/b", "c/#"), QUEUE, "alice", remove=remove, options=options)
+    decoded = rfh2.decode(typed.message.body, typed.message.encoding, typed.message.format)
+    assert decoded == typed.headers
+    (folder,) = decoded.folders
+    assert psc.parse(folder) == typed.command
+
+
+def test_a_typed_registration_routes_as_the_parsed_one() -> None:
+    """The same effects and the same state, whether the engine parses the message or takes the
+    command it was built from."""
+    outcomes = []
+    for typed_path in (False, True):
+        broker = Broker(queues=(QUEUE,))
+        typed = bridge.typed_registration(("a/+/b",), QUEUE, "alice")
+        source = engine.source_of(broker.state, CONTROL)
+        given = {"headers": typed.headers, "command": typed.command} if typed_path else {}
+        outcome = engine.route(typed.message, source, broker.state, NOW, **given)  # type: ignore[arg-type]
+        broker.state.apply_all(outcome.effects)
+        outcomes.append((outcome, sorted(repr(s) for s in broker.state.subscriptions())))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1]  # the subscription was registered
