@@ -1023,9 +1023,12 @@ class Gateway:
 
     def _discard(self, batch: Batch, client_id: str, queue_name: str, *, delete: bool = False) -> None:
         """Deregister the session's subscriptions, drop its rows and the messages queued, and
-        with ``delete`` its queue."""
+        with ``delete`` its queue. Subscription rows the batch holds for it unwritten go too."""
+        key = sessions.session_key(client_id)
         self.outlets.pop(queue_name, None)
-        self.inflight.pop(sessions.session_key(client_id), None)
+        self.inflight.pop(key, None)
+        for pair in [pair for pair in batch.grants if pair[0] == key]:
+            del batch.grants[pair]
         batch.route_typed(bridge.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
         if delete:

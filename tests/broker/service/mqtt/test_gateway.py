@@ -302,3 +302,46 @@ def test_urgent_jobs_go_first_and_a_batch_takes_about_its_weight_of_publications
     assert [name for name, _ in ran] == ["other", *(f"flood {n}" for n in range(5))]
     # the urgent job with some company, then about MAX_WEIGHT_PER_BATCH of publications each
     assert [batch for _, batch in ran] == [0, 0, 1, 1, 1, 2]
+
+
+def test_subscriptions_are_written_once_a_batch_and_go_with_their_session(qm: QueueManager) -> None:
+    """A batch's SUBSCRIBEs and UNSUBSCRIBEs are written together, in their order; a clean
+    session that subscribes and ends in the same batch leaves no subscription row behind; a
+    SUBSCRIBE says whether retained publications were queued for it (then only, a drain)."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            clients = [Client(gateway, f"c{n}") for n in range(3)]
+            for client in clients:
+                await client.open()
+            jobs = [gateway.subscribe(c.client_id, c.queue, USER, (("a/#", 1), ("b", 0))) for c in clients]
+            jobs.append(gateway.unsubscribe("c1", clients[1].queue, USER, ("b",)))
+            answers = await asyncio.gather(*(gateway.submit(job) for job in jobs))
+            assert [a.answers for a in answers[:3]] == [[(1, 0), (0, 0)]] * 3
+            assert not any(a.queued for a in answers[:3])  # nothing retained: no drain
+            with qm.reading() as conn:
+                assert sessions.granted(conn, "c0") == {"a/#": 1, "b": 0}
+                assert sessions.granted(conn, "c1") == {"a/#": 1}
+            leaving = clients[2]
+            await asyncio.gather(
+                gateway.submit(gateway.subscribe(leaving.client_id, leaving.queue, USER, (("c", 1),))),
+                gateway.submit(gateway.close(leaving.client_id, leaving.queue)),
+            )
+            with qm.reading() as conn:
+                assert sessions.granted(conn, "c2") == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_subscribe_that_queues_retained_publications_says_so(qm: QueueManager) -> None:
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            await publish(gateway, Publish("kept/x", b"retained", qos=1, retain=True, packet_id=1))
+            sub = Client(gateway, "late")
+            await sub.open()
+            found = await gateway.submit(gateway.subscribe("late", sub.queue, USER, (("kept/#", 1),)))
+            assert found.queued
+            await sub.drain()
+            assert [(p.topic, p.payload, p.retain) for p in sub.received] == [("kept/x", b"retained", True)]
+
+    asyncio.run(scenario())
