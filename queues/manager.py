@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.exc import IntegrityError
@@ -584,7 +584,7 @@ class UnitOfWork:
         with _translated():
             self._sweep_expired(queue, now)
             turn, rows = claims.mark(self.connection, claimant, queue, limit, now, skip)
-        ids = tuple(row[sql.ID] for row in rows)
+        ids = cast(tuple[int, ...], tuple(row[sql.ID] for row in rows))
         messages = tuple(row_to_message(row, now) for row in rows)
         return Claim(queue, claimant.token, turn, ids, messages)
 

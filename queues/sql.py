@@ -369,7 +369,7 @@ def apply_depth(
     in-process, where a loop costs nothing extra.
     """
     types, puts, gets = index_types or {}, puts or {}, gets or {}
-    params = [
+    params: list[dict[str, Any]] = [
         {"q": name, "d": delta, "p": puts.get(name, 0), "g": gets.get(name, 0), "index_type": types.get(name)}
         for name in sorted(deltas.keys() | puts.keys() | gets.keys())
         if (delta := deltas.get(name, 0)) or puts.get(name) or gets.get(name)
@@ -808,7 +808,8 @@ def _mark_statement(skip: Collection[int] = ()) -> Any:
 
 def claimants(conn: Connection, queue: str) -> list[tuple[str, int, int]]:
     """(owner, lowest turn, highest turn) of every owner holding claims on ``queue``."""
-    return [tuple(row) for row in fetch_cached(conn, "claimants", _claimants_statement, {"queue": queue})]  # type: ignore[misc]
+    rows = fetch_cached(conn, "claimants", _claimants_statement, {"queue": queue})
+    return [(str(owner), int(low), int(high)) for owner, low, high in rows]
 
 
 def _claimants_statement() -> Any:

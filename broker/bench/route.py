@@ -262,7 +262,7 @@ async def _rabbit(count: int, window: int) -> Throughput:
         counting = await connection.channel()
         for queue in queues:
             declared = await counting.declare_queue(queue.name, passive=True)
-            deliveries += declared.declaration_result.message_count
+            deliveries += declared.declaration_result.message_count or 0
             await queue.delete(if_unused=False, if_empty=False)
         await exchange.delete()
         return Throughput("rabbitmq", count, deliveries, seconds)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Hashable, Iterator, Sequence
 from operator import itemgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from queues.errors import MQError
 from queues.reasons import Reason
@@ -177,7 +177,7 @@ class _Empty:
 _EMPTY = _Empty()
 
 
-class _Many(dict):  # type: ignore[type-arg]
+class _Many(dict[Any, None]):
     """Several values on one node: an insertion-ordered set, so match order is deterministic."""
 
     __slots__ = ()

@@ -49,8 +49,9 @@ class NotLinked(MQError):
 
 def reachable(
     qm: QueueManager, http: httpx.Client, *, exclude: str | None, path: Sequence[str] = ()
-) -> set[str]:
-    """This broker and everything reachable through its links other than ``exclude``."""
+) -> dict[str, tuple[str, ...]]:
+    """This broker and everything reachable through its links other than ``exclude``, each
+    with its route from here."""
     if qm.name in path:
         raise CycleDetected(f"the network already has a cycle: {' -> '.join((*path, qm.name))}")
     if len(path) >= MAX_DEPTH:

@@ -48,7 +48,7 @@ def delete_queue(
     *,
     purge: bool = False,
     force: bool = False,
-    deregister: Callable[[Identity], None],
+    deregister: Callable[[Identity], object],
     force_option: str = "force",
 ) -> int:
     """Delete ``name`` as DELETE QLOCAL does, refusing while subscriptions deliver to it

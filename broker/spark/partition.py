@@ -147,9 +147,9 @@ class Stager:
 
 def row_message(row: Sequence[Any]) -> Message:
     """The message a row was built from (the inverse of ``Stager._row``)."""
-    names = ("body", "msg_id", "correl_id", "format", "encoding", "ccsid", "msg_type", "report")
-    names += ("reply_to_q", "reply_to_qmgr", "user_id", "expiry", "put_appl_type", "put_appl_name")
-    names += ("put_date", "put_time", "backout_count")
+    names: tuple[str, ...] = ("body", "msg_id", "correl_id", "format", "encoding", "ccsid", "msg_type")
+    names += ("report", "reply_to_q", "reply_to_qmgr", "user_id", "expiry", "put_appl_type")
+    names += ("put_appl_name", "put_date", "put_time", "backout_count")
     return Message(
         **{name: row[_FIELDS[name]] for name in names},
         persistence=row[ASKED_PERSISTENCE],

@@ -6,7 +6,7 @@ Every change is logged (``broker.store.changes``), so each router reloads its
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Delete, Insert, delete, insert, select, update
 
 from broker.core.authority import AclRule
 from broker.store.changes import ACL, ACL_KEY, log_changes
@@ -73,6 +73,7 @@ def set_group_member(conn: Connection, group: str, user: str, member: bool) -> b
     (PostgreSQL: the second insert finds the first's row, the second delete waits for the first)
     instead of racing a read against a write."""
     table = group_members
+    stmt: Insert | Delete
     if member:
         stmt = insert_new(conn, table, ("group_name", "user_id")).values(group_name=group, user_id=user)
     else:

@@ -38,7 +38,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.core.topics import matches
 from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
@@ -286,7 +286,8 @@ class Bridge:
             paho.CallbackAPIVersion.VERSION2,
             client_id=config.client_id,
             clean_session=False,
-            protocol=paho.MQTTv311 | BRIDGE_BIT,
+            # Mosquitto's bridge flag on the protocol level: paho sends the number as it is.
+            protocol=cast(paho.MQTTProtocolVersion, paho.MQTTv311 | BRIDGE_BIT),
         )
         if config.remote_username is not None:
             client.username_pw_set(config.remote_username, config.remote_password)
@@ -307,8 +308,15 @@ class Bridge:
         client.on_disconnect = lambda *_: log.warning(
             "mqtt bridge disconnected; reconnecting", extra={"bridge": config.name}
         )
-        client.on_message = lambda _c, _u, msg: loop.call_soon_threadsafe(self._received, msg)
-        client.on_publish = lambda _c, _u, mid, _r, _p: loop.call_soon_threadsafe(self._acknowledged, mid)
+
+        def message(_c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+            loop.call_soon_threadsafe(self._received, msg)
+
+        def published(_c: paho.Client, _u: Any, mid: int, _r: Any, _p: Any) -> None:
+            loop.call_soon_threadsafe(self._acknowledged, mid)
+
+        client.on_message = message
+        client.on_publish = published
         return client
 
     @property
@@ -341,7 +349,7 @@ class Bridge:
         """Send what the bridge's queue holds, as far as the window allows."""
         gateway, config = self.listener.gateway, self.config
         queue = sessions.queue_for(config.session)
-        while len(self.used) < WINDOW and await asyncio.to_thread(self.listener.qm.depth, queue):
+        while len(self.used) < WINDOW and await asyncio.to_thread(self.listener.qm.depth, queue) > 0:
             ids = [i for i in range(1, 2 * WINDOW + 1) if i not in self.used][: WINDOW - len(self.used)]
             job = gateway.fetch(config.session, queue, ids, dict(self.granted), origin=config.name)
             for publish in await gateway.submit(job):

@@ -286,10 +286,10 @@ class Connection:
             if self._answering is None:
                 self._write([action.packet])
             else:
-                self._step(None, lambda _, a=action: [a])
+                self._step(None, partial(_itself, action))
         elif isinstance(action, Close):
             self.closing = True
-            self._step(None, lambda _, a=action: [a])
+            self._step(None, partial(_itself, action))
         elif isinstance(action, Open):
             self._step(self._open(action), lambda actions: actions)
         elif isinstance(action, Register):
@@ -905,3 +905,8 @@ class MqttListener:
 
     def refused(self, what: str) -> None:
         self.metrics.mqtt.refused.labels(what).inc()
+
+
+def _itself(action: Action, _: object) -> list[Action]:
+    """A step's answer that is ``action`` itself, whatever the step awaited (nothing)."""
+    return [action]
