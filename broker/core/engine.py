@@ -95,8 +95,13 @@ def _decode(request: Request, headers: rfh2.RFH2Body | None, command: psc.Comman
     if m.msg_type not in (MQMT_REQUEST, MQMT_DATAGRAM):
         raise Refused(Reason.MQRC_MSG_TYPE_ERROR, f"MsgType {m.msg_type} is not a request or a datagram")
     if command is not None and headers is not None and not request.from_network:
-        request.headers, request.command = headers, command
+        request.headers = headers
         request.psc_folder = next(f for f in headers.folders if rfh2.folder_name(f) == "psc")
+        try:  # what parsing would have refused in its topics (the rest the builder fixes)
+            psc.check_topics(psc.topics_of(command), wildcards=not isinstance(command, psc.Publish))
+        except psc.PscError as exc:
+            raise Refused(exc.reason, exc.detail, topic=exc.topic, parameter=exc.parameter) from None
+        request.command = command
         return
     try:
         request.headers = headers if headers is not None else rfh2.decode(m.body, m.encoding, m.format)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
@@ -219,6 +219,11 @@ class DeletePub:
 
 
 Command = Publish | RegSub | DeregSub | ReqUpdate | DeletePub
+
+
+def topics_of(command: Command) -> tuple[str, ...]:
+    """The topics a command names (a ReqUpdate names one)."""
+    return (command.topic,) if isinstance(command, ReqUpdate) else command.topics
 
 
 class _Parser(threading.local):
@@ -443,6 +448,13 @@ def _topics(properties: _Properties, *, required: bool, wildcards: bool) -> tupl
     topics = properties.get("Topic", ())
     if required and not topics:
         raise PscError(Reason.MQRC_RFH_PARM_MISSING, "<Topic> is missing", parameter="Topic")
+    return check_topics(topics, wildcards=wildcards)
+
+
+def check_topics(topics: Sequence[str], *, wildcards: bool) -> tuple[str, ...]:
+    """``topics`` as a command's ``<Topic>`` values, checked as parsing checks them (their
+    number, each one's length and wildcards): a command built in process, not parsed, is
+    checked here before it is routed."""
     if len(topics) > MAX_TOPICS:
         raise PscError(Reason.MQRC_RFH_PARM_ERROR, f"more than {MAX_TOPICS} topics", parameter="Topic")
     for topic in topics:

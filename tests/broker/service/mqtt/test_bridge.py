@@ -24,17 +24,22 @@ def test_a_typed_registration_is_the_message_it_stands_for(remove: bool) -> None
     assert psc.parse(folder) == typed.command
 
 
-def test_a_typed_registration_routes_as_the_parsed_one() -> None:
+@pytest.mark.parametrize(
+    "topic",
+    ["a/+/b", "x" * psc.MAX_TOPIC_LENGTH, "x" * (psc.MAX_TOPIC_LENGTH + 1), ""],
+    ids=["wildcards", "longest", "too-long", "empty"],
+)
+def test_a_typed_registration_routes_as_the_parsed_one(topic: str) -> None:
     """The same effects and the same state, whether the engine parses the message or takes the
-    command it was built from."""
+    command it was built from; the same refusal of a topic parsing refuses."""
     outcomes = []
     for typed_path in (False, True):
         broker = Broker(queues=(QUEUE,))
-        typed = bridge.typed_registration(("a/+/b",), QUEUE, "alice")
+        typed = bridge.typed_registration((topic,), QUEUE, "alice")
         source = engine.source_of(broker.state, CONTROL)
         given = {"headers": typed.headers, "command": typed.command} if typed_path else {}
         outcome = engine.route(typed.message, source, broker.state, NOW, **given)  # type: ignore[arg-type]
         broker.state.apply_all(outcome.effects)
         outcomes.append((outcome, sorted(repr(s) for s in broker.state.subscriptions())))
     assert outcomes[0] == outcomes[1]
-    assert outcomes[0][1]  # the subscription was registered
+    assert bool(outcomes[0][1]) == (len(topic) in (5, psc.MAX_TOPIC_LENGTH))  # registered, or refused
