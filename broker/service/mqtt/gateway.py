@@ -252,6 +252,7 @@ class Batch:
         self.opening: list[Opening] = []  # sessions to open, all at once (Gateway.open)
         self.closing: list[tuple[str, str]] = []  # (client id, queue) of clean sessions ending
         self.grants: dict[tuple[bytes, bytes], tuple[str, int] | None] = {}  # sessions.Grants
+        self.offline: list[str] = []  # persistent sessions whose clients have gone (Gateway.offline)
         self._guarded = False  # the member's lease asserted in this transaction
 
     @property
@@ -289,6 +290,7 @@ class Batch:
             or self.touched
             or self.refused
             or self.grants
+            or self.offline
         )
 
     def write(self) -> None:
@@ -310,8 +312,10 @@ class Batch:
             self._store_runs(conn)
         sessions.count_refused(conn, self.refused)
         sessions.set_grants(conn, self.grants)
+        if self.offline:
+            sessions.set_offline(conn, self.now, self.offline, owner=self.gateway.owner)
         self.gateway.router.apply_effects(self.uow, self.effects)
-        for pending in (self.forgotten, self.received, self.touched, self.sending, self.grants):
+        for pending in (self.forgotten, self.received, self.touched, self.sending, self.grants, self.offline):
             pending.clear()
         self.refused.clear()
         self.effects = []
@@ -868,9 +872,10 @@ class Gateway:
         rows = [row for run in runs for row in run.in_flight()]
         # Its messages go on after those another listener process stored.
         self._seq = max([self._seq, *(run.seq for run in runs)])
-        # A new session's queue is empty (a discarded one's was emptied): nothing to drain
-        # before deliveries go straight to the client.
-        behind = present or waiting
+        # A session whose queue is empty (a new one's, a discarded one's emptied, a resumed one
+        # that nothing was queued for) has nothing to drain before deliveries go straight to
+        # the client; a put another process commits meanwhile is announced, and drained then.
+        behind = waiting
         if opening.send is not None:
             window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
             granted = resumed.granted.get(client_id, {})
@@ -895,7 +900,7 @@ class Gateway:
         def job(batch: Batch) -> None:
             self.outlets.pop(sessions.queue_for(client_id), None)
             self.inflight.pop(sessions.session_key(client_id), None)
-            sessions.set_offline(batch.uow.connection, batch.now, [client_id], owner=self.owner)
+            batch.offline.append(client_id)
 
         return job
 

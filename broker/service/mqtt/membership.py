@@ -34,6 +34,7 @@ log = logging.getLogger("broker.mqtt")
 
 BEATS_PER_TIMEOUT = 5
 MIN_PERIOD = 0.1
+SILENT_PERIODS = 2  # beat periods without a beat after which a member is taken for silent
 LOOKUP_SECONDS = 0.2  # a fleet waiting on one holder reads its row this often, not each client
 LOST = "this node was declared dead by another; its sessions are others' now"
 
@@ -109,6 +110,15 @@ class Membership:
             return False
         await self._release(owner)
         return True
+
+    def silent(self, owner: str) -> bool:
+        """Whether ``owner``'s beat has not changed for two periods as this member watches it.
+        A live member beats every period, so a silent one is likely dead and will not answer a
+        takeover: the clients it held wait for its release, asking it nothing (a fleet
+        reconnecting after a node's death costs no statement per client). One that beats again
+        is asked as any holder is."""
+        sighting = self._sightings.get(owner)
+        return sighting is not None and time.monotonic() - sighting.since > SILENT_PERIODS * self.period
 
     async def released(self, timeout: float) -> None:
         """Wait ``timeout`` seconds, or less if a member's sessions are released meanwhile."""

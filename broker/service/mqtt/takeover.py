@@ -75,7 +75,8 @@ async def take_over_elsewhere(listener: MqttListener, client_id: str, holder: st
     try:
         # A dead holder cannot answer: its sessions are released instead, all at once.
         while not await membership.release_if_gone(holder):
-            if not await asyncio.to_thread(_held_by, listener, client_id, holder):
+            silent = membership.silent(holder)
+            if not silent and not await asyncio.to_thread(_held_by, listener, client_id, holder):
                 return
             if time.monotonic() > deadline:
                 log.warning(
@@ -83,6 +84,9 @@ async def take_over_elsewhere(listener: MqttListener, client_id: str, holder: st
                     extra={"client_id": client_id, "holder": holder, "waited_seconds": seconds},
                 )
                 raise TakeoverRefused(client_id, holder, seconds)
+            if silent:  # it will not answer: its sessions come with its release, for the fleet at once
+                await membership.released(MAX_POLL_SECONDS)
+                continue
             if request is None:
                 request = await gateway.submit(partial(_ask, client_id, holder))
             await membership.released(delay)
