@@ -44,6 +44,7 @@ from broker.protocol.mqtt import (
     encode,
 )
 
+PROBE_GRACE_SECONDS = 1.0  # a probe stopped mid round trip waits this long for its answer
 FILTER = "bench/#"
 STAMP = struct.Struct("!QII")  # wall clock ns, publisher number, sequence number
 CONNECT_SECONDS = 120.0  # a server still draining the previous run may answer late
@@ -414,7 +415,7 @@ class ProbeSpec:
 @dataclass(slots=True)
 class ProbeResult:
     round_trips_ms: list[float] = field(default_factory=list)
-    unanswered: int = 0  # round trips still waiting when the probe was stopped
+    unanswered: int = 0  # round trips not answered within PROBE_GRACE_SECONDS of the probe's stop
     error: str = ""
 
 
@@ -443,7 +444,12 @@ async def _probe(spec: ProbeSpec, ready: Callable[[], None], stop: Event) -> Pro
         back.clear()
         sent = time.perf_counter()
         connection.send(Publish(own, b"probe", 1, packet_id=packet_id))
-        while not back.is_set() and not stop.is_set():
+        stopped: float | None = None
+        while not back.is_set():
+            if stop.is_set():  # the round trip under way still has PROBE_GRACE_SECONDS
+                stopped = stopped or time.perf_counter()
+                if time.perf_counter() - stopped > PROBE_GRACE_SECONDS:
+                    break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(back.wait(), 0.1)
         if back.is_set():

@@ -69,7 +69,8 @@ def test_status_sums_the_live_routers(api: Api, router: ServiceThread) -> None:
 
 def test_status_lists_the_broker_queues_that_cannot_be_used(api: Api, router: ServiceThread) -> None:
     assert api.get("/api/v1/status", "viewer").json()["problems"] == []
-    api.qm.close_queues(router.service.instance)  # as if changed while the broker was stopped
+    router.stop()  # changed while the broker is stopped (a running one holds the queue open)
+    api.qm.close_queues(router.service.instance)
     api.qm.alter_queue(DEAD_LETTER_QUEUE, put_enabled=False)
 
     (problem,) = api.get("/api/v1/status", "viewer").json()["problems"]

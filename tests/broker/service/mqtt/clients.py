@@ -338,6 +338,15 @@ class MqttBroker:
         self.process.start()
 
 
+def subscribed(broker: MqttBroker, client_id: str, text: str) -> bool:
+    """Whether the session of ``client_id`` holds the subscription ``text`` (its SUBACK is on
+    its way): a command-line client's publication after that is delivered to it."""
+    from broker.store import mqtt
+
+    with broker.qm.reading() as conn:
+        return text in mqtt.granted(conn, client_id)
+
+
 def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
     """Whether ``check`` holds within ``timeout`` (for what the broker does after a close)."""
     deadline = time.monotonic() + timeout

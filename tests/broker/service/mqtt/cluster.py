@@ -87,11 +87,13 @@ class Cluster:
         lines = data.decode().splitlines()
         header = lines[0].lstrip("# ").split(",")
         rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
-        return {row["svname"]: row["status"] for row in rows if row.get("pxname") == "nodes"}
+        return {row["svname"]: _state(row) for row in rows if row.get("pxname") == "nodes"}
 
     def wait(self, state: str, *names: str, timeout: float = 30.0) -> None:
-        """Until HAProxy sees every one of ``names`` in ``state`` (UP, DOWN)."""
-        assert eventually(lambda: all(self.states().get(n, "").startswith(state) for n in names), timeout), (
+        """Until HAProxy sees every one of ``names`` in ``state`` (UP, DOWN), settled: not on its
+        way to the other (``UP 1/2``), and UP only once a check has passed (HAProxy starts its
+        servers UP, before their first check)."""
+        assert eventually(lambda: all(self.states().get(n, "") == state for n in names), timeout), (
             f"HAProxy: {self.states()}, wanted {names} {state}"
         )
 
@@ -106,6 +108,14 @@ class Cluster:
             self.haproxy.kill()
             self.haproxy.wait(10)
         self._log.close()
+
+
+def _state(row: dict[str, str]) -> str:
+    """A server's state in ``show stat``: its status, but UP only once a check has passed."""
+    status = row["status"]
+    if status == "UP" and not row.get("check_status", "").endswith("OK"):
+        return "UP (unchecked)"
+    return status
 
 
 class Counted:

@@ -47,6 +47,7 @@ from tests.broker.service.mqtt.clients import (
     Paho,
     Received,
     eventually,
+    subscribed,
 )
 from tests.certificates import Certificates
 from tests.e2e.processes import Brokers, free_port
@@ -121,7 +122,7 @@ def test_mosquitto_clients_over_tls_a_client_certificate_names_the_principal(sec
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert eventually(lambda: "carol-sub" in connected_users(secure.broker))
+    assert eventually(lambda: subscribed(secure.broker, "carol-sub", "Tls/#"))
     secure_pub = secure.mosquitto_tls("mosquitto_pub", "-i", "alice-pub", "-t", "Tls/x", "-m", "over tls")
     subprocess.run([*secure_pub, "-q", "1"], check=True, timeout=TIMEOUT)
     out, _ = sub.communicate(timeout=TIMEOUT)
