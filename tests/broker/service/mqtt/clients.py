@@ -217,14 +217,14 @@ class StrictPublisher:
         self.lock = threading.Lock()
         self.raw: Raw | None = None
         self.next_id = 1
-        self.published = False
         self.stopping = False
+        self.connected: list[float] = []  # time.monotonic() of each accepted CONNECT
         self.thread = threading.Thread(target=self._run, name=client_id, daemon=True)
         self.thread.start()
 
     def publish(self, topic: str, payload: bytes, qos: int) -> None:
         with self.lock:
-            packet_id, self.published = self.next_id, True
+            packet_id = self.next_id
             self.next_id = packet_id % 65535 + 1
             packet = Publish(topic, payload, qos, packet_id=packet_id)
             self.pending[packet_id] = (packet, False)
@@ -244,10 +244,11 @@ class StrictPublisher:
                 answer = raw.connect(self.client_id, clean=False, user=self.user)
                 if not isinstance(answer, ConnAck) or answer.return_code:
                     raise ConnectionError(f"refused: {answer}")
-                if not answer.session_present and self.published:
+                if not answer.session_present and self.connected:  # it had one
                     raise AssertionError("the session was lost")
                 with self.lock:
                     self.raw = raw
+                    self.connected.append(time.monotonic())
                     for packet, released in self.pending.values():
                         assert packet.packet_id is not None
                         self._send(PubRel(packet.packet_id) if released else replace(packet, dup=True))

@@ -1,7 +1,8 @@
 """An MQTT cluster for the tests: nodes as separate ``broker serve --mqtt`` processes (each its
 own node name and port, standing for a machine) on one PostgreSQL database, behind Debian's
 HAProxy run on the repository's own ``deploy/haproxy.cfg``; clients know only HAProxy's port.
-And paho-mqtt clients that count what they receive, for failover runs."""
+And the clients of failover runs: paho-mqtt subscribers that count what they receive, and a
+publisher that keeps its flows across reconnections."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
+from broker.protocol.mqtt import Publish
 from broker.store import mqtt
 from queues.ids import now_ms
-from tests.broker.service.mqtt.clients import PASSWORD, TIMEOUT, eventually
+from tests.broker.service.mqtt.clients import PASSWORD, TIMEOUT, StrictPublisher, eventually
 from tests.e2e.processes import Brokers, ServeProcess, free_port
 
 HAPROXY = "/usr/sbin/haproxy"
@@ -165,45 +167,41 @@ class Counted:
         self.client.loop_stop()
 
 
-class Publisher(threading.Thread):
+class Publisher:
     """Publishes numbered payloads (``b"<n>"``) at ``qos`` through HAProxy every ``interval``
-    seconds until halted; ``acknowledged`` holds those the broker acknowledged."""
+    seconds until halted, on a persistent session that keeps each flow across reconnections
+    (:class:`StrictPublisher`): if HAProxy moves it to another node, what it sent once is
+    still routed once. paho's publisher does not: on a clean session it sends a PUBREC'd
+    publication again as a new one, and its reconnections back off to seconds."""
 
     def __init__(self, port: int, topic: str, qos: int, interval: float) -> None:
-        super().__init__(name="publisher", daemon=True)
-        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="publisher")
-        self.client.username_pw_set("alice", PASSWORD)
-        self.client.max_inflight_messages_set(100)
-        self.port, self.topic, self.qos, self.interval = port, topic, qos, interval
-        self.sent: dict[int, bytes] = {}  # paho message id -> payload
+        self.topic, self.qos, self.interval = topic, qos, interval
         self.acknowledged: set[bytes] = set()
-        self.lock = threading.Lock()
         self._halt = threading.Event()
-        self.client.on_publish = self._published
+        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+        self.client = StrictPublisher(port, "publisher", acknowledged=self._acknowledged)
 
-    def _published(self, _c: Any, _u: Any, mid: int, _r: Any, _p: Any) -> None:
-        with self.lock:
-            payload = self.sent.pop(mid, None)
-            if payload is not None:
-                self.acknowledged.add(payload)
+    def _acknowledged(self, publish: Publish) -> None:
+        self.acknowledged.add(publish.payload)
 
-    def run(self) -> None:
-        self.client.connect("127.0.0.1", self.port, keepalive=60)
-        self.client.loop_start()
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
         number = 0
-        while not self._halt.is_set():
-            payload = str(number).encode()
-            with self.lock:
-                info = self.client.publish(self.topic, payload, self.qos)
-                self.sent[info.mid] = payload
+        while not self._halt.wait(self.interval):
+            self.client.publish(self.topic, str(number).encode(), self.qos)
             number += 1
-            time.sleep(self.interval)
 
     def halt(self, timeout: float = TIMEOUT) -> set[bytes]:
         """Stop publishing, wait for the acknowledgements of what was sent; what was acknowledged."""
         self._halt.set()
-        self.join(TIMEOUT)
-        assert eventually(lambda: not self.sent, timeout), f"{len(self.sent)} publications never acknowledged"
-        self.client.disconnect()
-        self.client.loop_stop()
-        return set(self.acknowledged)
+        self._thread.join(TIMEOUT)
+        connected = self.client.connected
+        assert eventually(self.client.done, timeout), (
+            f"{len(self.client.pending)} publications never acknowledged; the publisher connected "
+            f"{len(connected)} times (at {[round(at - connected[0], 2) for at in connected]} s)"
+        )
+        self.client.stop()
+        with self.client.lock:
+            return set(self.acknowledged)
