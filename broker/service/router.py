@@ -20,25 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from broker import store
-from broker.core import engine, neighbours
+from broker.core import engine
 from broker.core.effects import (
-    AddSubscription,
-    DeadLetter,
-    DeleteRetained,
     Effect,
     Outcome,
-    Put,
-    RemoveSubscription,
-    SetRetained,
 )
 from broker.core.engine import failed_outcome
-from broker.core.neighbours import transmission
-from broker.core.state import BrokerState, QueueInfo
+from broker.core.state import BrokerState
 from broker.core.system import (
     COMMAND_MSG_LENGTH,
     DEAD_LETTER_MSG_LENGTH,
@@ -46,10 +38,10 @@ from broker.core.system import (
     input_queues,
     queue_problems,
 )
-from broker.network import links
 from broker.network.channel import ChannelSupervisor
 from broker.service.collector import tune_collector
-from broker.service.config import Settings, broker_config
+from broker.service.config import Settings
+from broker.service.effect_writer import EffectWriter, UnitOfWorkQueues
 from broker.service.health import database_unavailable
 from broker.service.held import HOLD_SECONDS, HeldMessages
 from broker.service.metrics import BrokerMetrics
@@ -69,23 +61,9 @@ from queues.reasons import Reason, reason_name
 
 log = logging.getLogger("broker.service")
 
-STATE_EFFECTS = (AddSubscription, RemoveSubscription, SetRetained, DeleteRetained)
 ROUTER_TASK = "router"
 HOUSEKEEPING_SECONDS = 5.0
 IDLE_WAIT_SECONDS = 1.0
-
-
-class UnitOfWorkQueues:
-    """The engine's view of local queues, read through the batch's unit of work."""
-
-    def __init__(self, uow: UnitOfWork) -> None:
-        self._uow = uow
-
-    def get(self, name: str, /) -> QueueInfo | None:
-        definition = self._uow.definitions([name])[name]
-        if definition is None:
-            return None
-        return QueueInfo(name, temporary=definition.definition_type == "tempdyn")
 
 
 @dataclass
@@ -106,18 +84,14 @@ class RoutingService:
     ) -> None:
         self.qm = qm
         self.settings = settings
-        self.config = broker_config(qm.name, settings)
-        self.store = store.StateStore(
-            self.config, default_allow=settings.default_policy == "allow", admin_group=settings.admin_group
-        )
+        self.writer = EffectWriter(qm, settings)
+        self.config = self.writer.config
         self.metrics = metrics if metrics is not None else BrokerMetrics()
-        self.state: BrokerState | None = None
         self.inputs = input_queues(self.config.streams)
         self.instance = owner_name("router")
         self.started_at = now_ms()
         self._stop = threading.Event()
         self._last_housekeeping = 0.0
-        self._linked: set[str] = set()
         self.channels: ChannelSupervisor | None = None
         # SQLite: an optional pause to gather larger batches; off by default since routing
         # holds no lock (docs/performance.md, latency); PostgreSQL never pauses.
@@ -231,7 +205,7 @@ class RoutingService:
                     raise
                 if health.failed(ROUTER_TASK, exc):
                     self.metrics.record_error("database", exc.detail)
-                self.state = None
+                self.writer.forget()
                 self._stop.wait(backoff.next())
 
     def run_once(self) -> int:
@@ -301,24 +275,24 @@ class RoutingService:
         except ClaimLost as exc:
             # Not the batch's fault: its messages were purged, or a router that claimed
             # before it died. Its routing changed the in-memory state: reload, claim again.
-            self.state = None
+            self.writer.forget()
             log.info("claim lost; claiming again", extra={"queue": queue, "error": exc.detail})
             return BatchResult(0, [])
         except MQError as exc:
             if exc.reason == Reason.MQRC_CONNECTION_BROKEN:
                 # The batch changed the in-memory state and took a state version before its
                 # commit failed: reload, or the next batch would miss other processes' changes.
-                self.state = None
+                self.writer.forget()
                 raise
             if _input_unusable(exc, queue):
                 raise
             failure: BaseException = exc
         except Exception as exc:  # a defect or a constraint: isolate the message that causes it
             if database_unavailable(exc):  # the driver's own error, from a hot path
-                self.state = None
+                self.writer.forget()
                 raise MQError(Reason.MQRC_CONNECTION_BROKEN, f"database unavailable: {exc}") from exc
             failure = exc
-        self.state = None
+        self.writer.forget()
         log.warning("batch failed; isolating its messages", extra={"queue": queue, "error": repr(failure)})
         self.metrics.record_error(f"batch {queue}", repr(failure))
         if size == 1:
@@ -346,9 +320,9 @@ class RoutingService:
             )
             if not messages:
                 return BatchResult(0, [])
-            outcomes, effects = self._route_all(messages, self.state_in(uow), queue, uow)
+            outcomes, effects = self._route_all(messages, self.writer.state_in(uow), queue, uow)
             uow.await_turn()  # before the writes that lock what the previous batch also locks
-            dead = self.apply_effects(uow, effects)
+            dead = self.writer.write(uow, effects)
         self._account(queue, outcomes, dead, time.perf_counter() - started, now_ms(), messages)
         return BatchResult(len(messages), outcomes)
 
@@ -362,27 +336,28 @@ class RoutingService:
         step with the others' routing instead of queueing every claim behind their writes."""
         started = time.perf_counter()
         claim = self._ahead.pop(queue, None)
-        if claim is None or self.state is None:
+        if claim is None or self.writer.state is None:
             with self.qm.unit_of_work() as uow:
                 if claim is None:
                     claim = self._claim(uow, queue, size)
                     if claim is None:
                         return BatchResult(0, [])
-                self.state_in(uow)
-        assert self.state is not None
+                self.writer.state_in(uow)
+        state = self.writer.state
+        assert state is not None
         messages = list(claim.messages)
         try:
             with self.qm.unit_of_work(read_only=True) as reader:
-                self.state.queues = UnitOfWorkQueues(reader)
-                outcomes, effects = self._route_all(messages, self.state, queue, reader)
+                state.queues = UnitOfWorkQueues(reader)
+                outcomes, effects = self._route_all(messages, state, queue, reader)
             self.qm.await_claim_turn(claim)
             with self.qm.unit_of_work() as uow:
                 uow.consume(claim)
-                dead = self.apply_effects(uow, effects)
+                dead = self.writer.write(uow, effects)
                 full = len(messages) == size and not self.stopping
                 ahead = self._claim(uow, queue, size) if full else None
                 if ahead is not None:
-                    self.state_in(uow)
+                    self.writer.state_in(uow)
         except BaseException:
             self._give_back(claim)
             raise
@@ -429,9 +404,9 @@ class RoutingService:
         """Load the whole state, when there is none, before a batch claims anything: a long
         load must not happen while this router holds a claim turn, which the routers behind
         it would wait for, and take from it after the turn timeout."""
-        if self.state is None:
+        if self.writer.state is None:
             with self.qm.unit_of_work() as uow:
-                self.state_in(uow)
+                self.writer.state_in(uow)
 
     def _leased(self, uow: UnitOfWork, queue: str) -> bool:
         """Whether a Spark job holds the stream's lease (``broker.store.leases``): the shared
@@ -442,32 +417,6 @@ class RoutingService:
             log.debug("stream leased; not routing it", extra={"queue": queue, "holder": holder})
         return holder is not None
 
-    def state_in(self, uow: UnitOfWork) -> BrokerState:
-        """The state as of this unit of work; a change of neighbours is acted on here:
-        a new neighbour learns this broker's proxy subscriptions, a removed one's
-        proxies are dropped (and, where they were the last, deregistered onwards)."""
-        queues = UnitOfWorkQueues(uow)
-        if self.state is None:
-            self.state = self.store.load(uow.connection, queues)
-        else:
-            self.state.queues = queues
-            self.state = self.store.refresh(uow.connection, self.state)
-        state = self.state
-        linked = set(state.neighbours)
-        if linked != self._linked:
-            effects: list[Effect] = []
-            now = now_ms()
-            for name in sorted(linked - self._linked):
-                if links.mark_synced(uow.connection, name):
-                    effects.extend(neighbours.proxies_for(state, name, now))
-            for name in sorted(self._linked - linked):
-                effects.extend(neighbours.forget(state, name, now))
-            state.apply_all(effects)
-            uow.await_turn()
-            self.apply_effects(uow, effects)
-            self._linked = linked
-        return state
-
     def _route(self, message: Message, source: Any, state: BrokerState, now: int, queue: str) -> Outcome:
         try:
             return engine.route(message, source, state, now)
@@ -475,30 +424,6 @@ class RoutingService:
             log.exception("routing failed", extra={"queue": queue, "msg_id": message.msg_id.hex()})
             self.metrics.record_error("route", repr(exc))
             return failed_outcome(message, queue, self.config.qmgr, now, f"internal error: {exc!r}")
-
-    def apply_effects(self, uow: UnitOfWork, effects: Sequence[Effect]) -> int:
-        """Write a batch's effects in its unit of work; returns how many went to the DLQ."""
-        puts: list[tuple[str, Message]] = []
-        dead = 0
-        for effect in effects:
-            if isinstance(effect, Put):
-                if not effect.q_mgr:
-                    puts.append((effect.queue, effect.message))
-                    continue
-                if self.state is not None and effect.q_mgr in self.state.neighbours:
-                    puts.append(transmission(effect))
-                else:
-                    uow.dead_letter(
-                        effect.queue, effect.message, Reason.MQRC_UNKNOWN_REMOTE_Q_MGR, effect.q_mgr
-                    )
-                    dead += 1
-            elif isinstance(effect, DeadLetter):
-                uow.dead_letter(effect.queue, effect.message, effect.reason)
-                dead += 1
-        if puts:
-            dead += len(uow.put_many(puts, dead_letter_failures=True).dead_lettered)
-        self.store.write(uow.connection, [e for e in effects if isinstance(e, STATE_EFFECTS)])
-        return dead
 
     def _dead_letter_first(self, queue: str, failure: BaseException) -> BatchResult:
         """Move the first message of ``queue`` to the DLQ: it fails even alone. One that the
@@ -511,7 +436,7 @@ class RoutingService:
                     return BatchResult(0, [])
                 taken = (uow.gotten[-1], messages[0])
                 outcome = failed_outcome(messages[0], queue, self.config.qmgr, now_ms(), repr(failure))
-                self.apply_effects(uow, outcome.effects)
+                self.writer.write(uow, outcome.effects)
         except MQError as exc:
             if taken is None or exc.reason == Reason.MQRC_CONNECTION_BROKEN:
                 raise
@@ -614,14 +539,14 @@ class RoutingService:
             self._housekeeping()
         except MQError as exc:
             if exc.reason == Reason.MQRC_CONNECTION_BROKEN:
-                self.state = None
+                self.writer.forget()
                 raise
             self._housekeeping_failed(exc)
         except Exception as exc:  # a defect in one round must not end the service
             self._housekeeping_failed(exc)
 
     def _housekeeping_failed(self, exc: BaseException) -> None:
-        self.state = None
+        self.writer.forget()
         log.exception("housekeeping failed; retrying next round", exc_info=exc)
         self.metrics.record_error("housekeeping", repr(exc))
 
@@ -630,11 +555,11 @@ class RoutingService:
         if abandoned:
             log.info("abandoned temporary queues deleted", extra={"queues": ",".join(abandoned)})
         with self.qm.unit_of_work() as uow:
-            state = self.state_in(uow)
+            state = self.writer.state_in(uow)
             effects = engine.housekeeping(state, now_ms())
             if effects:
                 state.apply_all(effects)
-                self.apply_effects(uow, effects)
+                self.writer.write(uow, effects)
                 log.info("subscriptions expired or orphaned", extra={"removed": len(effects)})
             store.prune_changes(uow.connection, now_ms())
         self.hold_queues()

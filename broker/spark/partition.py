@@ -3,9 +3,9 @@
 Each input row becomes exactly the :class:`~queues.Message` a get returns at
 the job's clock, is routed by :func:`broker.core.engine.route` against the
 executor's state (rebuilt once per Python process from the broadcast snapshot),
-and its outcome becomes the rows the service's ``_apply`` would have written:
+and its outcome becomes the rows the service's writer would have written:
 a put is the row :func:`queues.manager.message_row` builds for its queue, a put
-for a neighbour is :func:`~broker.core.neighbours.transmission` of it, a
+for a neighbour goes where :func:`~broker.core.writes.write_of` sends it, a
 put that cannot be made (unknown queue, too big, put inhibited) and every
 DeadLetter effect is the dead-letter queue's row for the message behind an
 MQDLH. What depends on the partitions before this one is left for its turn
@@ -31,9 +31,9 @@ from typing import Any
 from broker.core import engine
 from broker.core.effects import DELIVERY, REPLY, DeadLetter, Effect, Outcome, Put, SetRetained
 from broker.core.engine import failed_outcome
-from broker.core.neighbours import transmission
 from broker.core.routing import Source
 from broker.core.state import BrokerState
+from broker.core.writes import Write, write_of
 from broker.spark.plan import Part, Plan
 from broker.spark.runs import PartSummary, input_order
 from broker.spark.snapshot import Snapshot
@@ -87,18 +87,18 @@ class Stager:
         changes: list[tuple[int, Effect]] = []
         summary = self.summary
         for idx, effect in enumerate(effects):
-            if isinstance(effect, Put):
-                self._put(seq, idx, effect)
-                if effect.kind == DELIVERY:
-                    summary.deliveries += 1
-                elif effect.kind == REPLY:
-                    summary.replies += 1
-                else:
-                    summary.forwards += 1
-            elif isinstance(effect, DeadLetter):
-                self._dead(seq, idx, DIRECT, effect.queue, effect.message, effect.reason)
-            else:
+            if not isinstance(effect, Put | DeadLetter):
                 changes.append((idx, effect))
+                continue
+            self._write(seq, idx, write_of(effect, self.neighbours))
+            if not isinstance(effect, Put):
+                continue
+            if effect.kind == DELIVERY:
+                summary.deliveries += 1
+            elif effect.kind == REPLY:
+                summary.replies += 1
+            else:
+                summary.forwards += 1
         return changes
 
     def overflowed(self, row: Sequence[Any], reason: int) -> tuple[Any, ...]:
@@ -106,13 +106,11 @@ class Stager:
         self._dead(row[SEQ], row[IDX], PUT, row[QUEUE], row_message(row), reason)
         return self.rows.pop()
 
-    def _put(self, seq: int, idx: int, put: Put) -> None:
-        queue, message = put.queue, put.message
-        if put.q_mgr:
-            if put.q_mgr not in self.neighbours:
-                self._dead(seq, idx, DIRECT, queue, message, Reason.MQRC_UNKNOWN_REMOTE_Q_MGR, put.q_mgr)
-                return
-            queue, message = transmission(put)
+    def _write(self, seq: int, idx: int, write: Write) -> None:
+        queue, message = write.queue, write.message
+        if write.reason:
+            self._dead(seq, idx, DIRECT, queue, message, write.reason, write.dest_qmgr)
+            return
         try:
             self.rows.append(self._row(seq, idx, PUT, queue, message))
         except MQError as exc:

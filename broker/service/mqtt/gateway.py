@@ -12,9 +12,9 @@ acknowledgements mark bits of the runs they name (``broker.service.mqtt.inflight
 rows per batch, not one per delivery and another per acknowledgement.
 
 Publications are routed here, in the listener's process, by the one engine against a
-:class:`~broker.service.router.RoutingService`'s in-memory state (kept in step with the
-other processes through the change log) and its effects are written by the same code the
-routing loop uses. Routing in the listener rather than putting on the stream saves a
+:class:`~broker.service.effect_writer.EffectWriter`'s in-memory state (kept in step with the
+other processes through the change log), which writes the effects as the routing loop's
+does. Routing in the listener rather than putting on the stream saves a
 second transaction and a wake-up per publication, and is what lets the PUBACK say "routed"
 rather than "queued".
 
@@ -68,11 +68,11 @@ from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
 from broker.protocol.mqtt.session import Outbound, Window
 from broker.protocol.options import RegOpt
 from broker.service.config import Settings, node_name
+from broker.service.effect_writer import EffectWriter, UnitOfWorkQueues
 from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridge
 from broker.service.mqtt.inflight import Inflight
-from broker.service.router import RoutingService, UnitOfWorkQueues
 from broker.service.supervision import SupervisedThread
 from broker.store import mqtt as sessions
 from broker.store import nodes
@@ -314,7 +314,7 @@ class Batch:
         sessions.set_grants(conn, self.grants)
         if self.offline:
             sessions.set_offline(conn, self.now, self.offline, owner=self.gateway.owner)
-        self.gateway.router.apply_effects(self.uow, self.effects)
+        self.gateway.writer.write(self.uow, self.effects)
         for pending in (self.forgotten, self.received, self.touched, self.sending, self.grants, self.offline):
             pending.clear()
         self.refused.clear()
@@ -508,9 +508,9 @@ class Gateway:
         self.qm = qm
         self.settings = settings
         self.metrics = metrics
-        self.router = RoutingService(qm, settings, metrics=metrics)
-        self.stream = next(iter(self.router.config.streams))
-        self.control = self.router.config.control_queue
+        self.writer = EffectWriter(qm, settings)
+        self.stream = next(iter(self.writer.config.streams))
+        self.control = self.writer.config.control_queue
         self.outlets: dict[str, Outlet] = {}  # by session queue; the gateway thread's alone
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
@@ -679,7 +679,7 @@ class Gateway:
             batch, results = self._commit([job for job, _ in jobs])
         except Exception as exc:
             # The in-memory state and the index saw changes that were not committed.
-            self.router.state = None
+            self.writer.forget()
             self.inflight.clear()
             self._drop_connection()
             if database_unavailable(exc):
@@ -721,7 +721,7 @@ class Gateway:
                     seen = _data_version(connection)  # before the state is read, in a transaction
                     uow = stack.enter_context(self.qm.unit_of_work(on=connection))
                     self._refreshed = time.monotonic()
-                    state = self.router.state_in(uow)
+                    state = self.writer.state_in(uow)
                     self._data_version = seen
                 batch = Batch(self, uow, state, now_ms(), stack)
                 registering = [job.queue for job in jobs if isinstance(job, Registering)]
@@ -742,7 +742,7 @@ class Gateway:
         a version check made now (after the jobs came, so that whatever their clients were
         told had committed before they sent them is in it), or fresher than
         ``FRESH_SECONDS`` for ``memory`` jobs alone; None otherwise."""
-        state = self.router.state
+        state = self.writer.state
         deferred = [job for job in jobs if isinstance(job, Deferred)]
         if state is None or len(deferred) < len(jobs):
             return None
@@ -752,7 +752,7 @@ class Gateway:
         seen = _data_version(self.connection())
         if seen is None or seen != self._data_version:  # on SQLite: someone else committed
             with self.qm.reading() as conn:
-                if current_version(conn) != self.router.store.version:
+                if current_version(conn) != self.writer.store.version:
                     return None
             self._data_version = seen
         self._refreshed = now

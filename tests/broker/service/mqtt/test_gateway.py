@@ -59,7 +59,7 @@ class Client:
 async def running(qm: QueueManager, settings: Settings | None = None) -> AsyncIterator[Gateway]:
     settings = settings or Settings()
     gateway = Gateway(qm, settings, BrokerMetrics())
-    ensure_system_queues(qm, gateway.router.config.streams)
+    ensure_system_queues(qm, gateway.writer.config.streams)
     gateway.start()
     try:
         yield gateway
