@@ -731,6 +731,23 @@ def fetch_cached(
     return _fetch(conn, _compiled(conn.dialect, name, build), params or {})
 
 
+def fetch_outside_transaction(
+    conn: Connection, name: Hashable, build: Any, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """:func:`fetch_cached` on an idle PostgreSQL connection in autocommit mode: one exchange
+    with the server, where a transaction's BEGIN, the read and its ROLLBACK are three. For a
+    read that needs no other read to agree with it, asked often (the state's version, before
+    every batch of the MQTT gateway)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None and can_commit_together(conn)
+    driver.autocommit = True
+    try:
+        return fetch_cached(conn, name, build, params)
+    finally:
+        if not driver.closed:
+            driver.autocommit = False
+
+
 def execute_cached(conn: Connection, name: Hashable, build: Any, params: dict[str, Any]) -> None:
     """Run ``build()``'s statement as :func:`fetch_cached` does, reading nothing back: it may
     go in a pipeline (:func:`committed_together`), where an error it raises aborts the rest."""

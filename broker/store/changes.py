@@ -33,6 +33,13 @@ def current_version(conn: Connection) -> int:
     return int(version)
 
 
+def version_now(conn: Connection) -> int:
+    """The version as committed now, read on an idle PostgreSQL connection outside any
+    transaction, in one exchange (``queues.sql.fetch_outside_transaction``)."""
+    ((version,),) = sql.fetch_outside_transaction(conn, "state_version", _version_statement)
+    return int(version)
+
+
 def _version_statement() -> Any:
     return select(meta.c.version).where(meta.c.id == 1)
 

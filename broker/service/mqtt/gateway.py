@@ -76,8 +76,8 @@ from broker.service.mqtt.inflight import Inflight
 from broker.service.supervision import SupervisedThread
 from broker.store import mqtt as sessions
 from broker.store import nodes
-from broker.store.changes import current_version
-from queues import QueueManager, UnitOfWork
+from broker.store.changes import current_version, version_now
+from queues import QueueManager, UnitOfWork, sql
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError, UnknownObject
 from queues.ids import now_ms
@@ -749,14 +749,25 @@ class Gateway:
         now = time.monotonic()
         if now - self._refreshed < FRESH_SECONDS and all(job.memory for job in deferred):
             return state
-        seen = _data_version(self.connection())
+        connection = self.connection()
+        seen = _data_version(connection)
         if seen is None or seen != self._data_version:  # on SQLite: someone else committed
-            with self.qm.reading() as conn:
-                if current_version(conn) != self.writer.store.version:
-                    return None
+            if self._version_now(connection) != self.writer.store.version:
+                return None
             self._data_version = seen
         self._refreshed = now
         return state
+
+    def _version_now(self, connection: Connection) -> int:
+        """The state's committed version: on PostgreSQL read on the batches' own connection
+        (idle between batches) in one exchange, where a pooled connection's transaction would
+        cost a checkout and three (BEGIN, the read, ROLLBACK); on SQLite, whose batches'
+        connection would start a transaction that the next batch must not find open, on a
+        reading one."""
+        if sql.can_commit_together(connection):
+            return version_now(connection)
+        with self.qm.reading() as conn:
+            return current_version(conn)
 
     def _alive(self) -> bool:
         """Whether this member is still alive, as far as the database answers."""
