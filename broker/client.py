@@ -18,26 +18,20 @@ from typing import Any
 
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
 from broker.protocol import psc, pscr, rfh2
+from broker.protocol.messages import ReceivedPublication, command_message, decode_publication
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message, QueueManager
 from queues.errors import MQError, UnknownObject
 from queues.message import (
-    CCSID_UTF8,
-    MQEI_UNLIMITED,
-    MQENC_NATIVE,
     MQFMT_NONE,
-    MQFMT_RF_HEADER_2,
     MQFMT_STRING,
-    MQMT_DATAGRAM,
-    MQMT_REQUEST,
-    MQPER_PERSISTENCE_AS_Q_DEF,
-    MQPRI_PRIORITY_AS_Q_DEF,
 )
 from queues.opens import QueueOpen
 from queues.owners import owner_name
 from queues.reasons import Reason, reason_name
 
-# The options an application passes come with the client: one import for both.
+# The options an application passes, and the messages it builds and reads, come with the
+# client: one import for all.
 __all__ = [
     "BrokerClient",
     "BrokerResponse",
@@ -91,94 +85,6 @@ class BrokerResponse:
             lines.append(text)
         lines += [f"  {name}: {value}" for name, value in self.attributes]
         return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedPublication:
-    """A publication taken from a subscriber queue."""
-
-    topics: tuple[str, ...]
-    sub_point: str | None
-    retained: bool  # IsRetainedPub: it came from the retained store (InformIfRet subscribers)
-    pub_time: str | None
-    seq_num: str | None
-    body: bytes
-    folders: tuple[str, ...]  # the publisher's other folders (<mcd>, <usr>, ...)
-    message: Message
-
-    @property
-    def topic(self) -> str:
-        return self.topics[0]
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8")
-
-
-def decode_publication(message: Message) -> ReceivedPublication:
-    """A subscriber-queue message as a publication; 2337/2334 if it is not one."""
-    headers = rfh2.decode(message.body, message.encoding, message.format)
-    command: psc.Publish | None = None
-    others = []
-    for folder in headers.folders:
-        if rfh2.folder_name(folder) == "psc":
-            parsed = psc.parse(folder)
-            if isinstance(parsed, psc.Publish):
-                command = parsed
-        else:
-            others.append(folder)
-    if command is None:
-        raise MQError(Reason.MQRC_RFH_PARM_MISSING, "the message holds no Publish <psc> folder")
-    return ReceivedPublication(
-        topics=command.topics,
-        sub_point=command.sub_point,
-        retained=bool(command.options & PubOpt.IsRetainedPub),
-        pub_time=command.pub_time,
-        seq_num=command.seq_num,
-        body=headers.payload,
-        folders=tuple(others),
-        message=message,
-    )
-
-
-def command_message(
-    command: psc.Command,
-    *,
-    payload: bytes = b"",
-    payload_format: str = MQFMT_NONE,
-    folders: Sequence[str] = (),
-    request: bool = True,
-    reply_to_q: str = "",
-    reply_to_qmgr: str = "",
-    correl_id: bytes | None = None,
-    user_id: str = "",
-    persistence: int = MQPER_PERSISTENCE_AS_Q_DEF,
-    priority: int = MQPRI_PRIORITY_AS_Q_DEF,
-    expiry: int = MQEI_UNLIMITED,
-    report: int = 0,
-    encoding: int = MQENC_NATIVE,
-) -> Message:
-    """The MQRFH2 command message for ``command`` (plus extra folders and a payload)."""
-    header = rfh2.RFH2Header(
-        encoding=encoding, ccsid=CCSID_UTF8, format=payload_format, folders=(psc.render(command), *folders)
-    )
-    fields: dict[str, Any] = {}
-    if correl_id is not None:
-        fields["correl_id"] = correl_id
-    return Message(
-        body=rfh2.encode(rfh2.RFH2Body((header,), payload), encoding),
-        format=MQFMT_RF_HEADER_2,
-        encoding=encoding,
-        msg_type=MQMT_REQUEST if request else MQMT_DATAGRAM,
-        report=report,
-        reply_to_q=reply_to_q,
-        reply_to_qmgr=reply_to_qmgr,
-        user_id=user_id,
-        persistence=persistence,
-        priority=priority,
-        expiry=expiry,
-        **fields,
-    )
 
 
 def read_response(message: Message) -> BrokerResponse:

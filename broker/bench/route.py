@@ -40,9 +40,9 @@ from typing import Any
 
 from broker.bench.options import DATABASES, database_list, emit, log_file
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
-from broker.client import command_message
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
 from broker.protocol import psc
+from broker.protocol.messages import command_message
 from broker.protocol.options import RegOpt
 from broker.service.collector import tune_collector
 from broker.service.config import Settings

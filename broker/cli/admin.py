@@ -103,7 +103,7 @@ def list_subscriptions(ctx: Context) -> None:
 
 def list_retained(ctx: Context) -> None:
     from broker import store
-    from broker.client import decode_publication
+    from broker.protocol.messages import decode_publication
     from queues.formatting import body_text
 
     a = ctx.args

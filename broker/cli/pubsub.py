@@ -299,7 +299,7 @@ def delete_publication(ctx: Context) -> None:
 
 
 def receive_publication(ctx: Context) -> None:
-    from broker.client import decode_publication
+    from broker.protocol.messages import decode_publication
 
     with ctx.qm.getting(ctx.args.queue, wait=ctx.args.wait) as message:  # gone once written out
         _show_publication(ctx, message, decode_publication(message))

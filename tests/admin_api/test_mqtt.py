@@ -5,9 +5,9 @@ paho-mqtt clients."""
 from __future__ import annotations
 
 from broker import store
-from broker.client import command_message
 from broker.core.cluster import Member
 from broker.protocol import psc
+from broker.protocol.messages import command_message
 from broker.store import mqtt, mqtt_requests, nodes
 from queues import QueueManager
 from queues.ids import now_ms

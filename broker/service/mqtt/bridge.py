@@ -21,8 +21,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import NamedTuple
 
-from broker.client import command_message, decode_publication
 from broker.protocol import psc, rfh2
+from broker.protocol.messages import command_message, decode_publication
 from broker.protocol.mqtt.packets import Publish
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import Message

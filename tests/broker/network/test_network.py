@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from broker.client import command_message
 from broker.core.system import INTER_BROKER_QUEUE
 from broker.network import links, topology
 from broker.protocol import brokerpath, psc
+from broker.protocol.messages import command_message
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
 from queues import NoMessageAvailable
 from queues.definition import MAX_MAX_DEPTH

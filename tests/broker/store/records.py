@@ -6,11 +6,11 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from broker import store
-from broker.client import command_message
 from broker.core.retained import RetainedPublication
 from broker.core.state import BrokerConfig, BrokerState
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.protocol import brokerpath, psc, rfh2
+from broker.protocol.messages import command_message
 from broker.protocol.options import PubOpt, RegOpt
 from queues.message import MQFMT_STRING, MQMT_DATAGRAM, MQPER_PERSISTENT, derive
 
