@@ -33,6 +33,7 @@ from queues.message import (
     MQPER_NOT_PERSISTENT,
     MQPER_PERSISTENCE_AS_Q_DEF,
     MQPER_PERSISTENT,
+    USER_ID_LENGTH,
     Message,
 )
 
@@ -155,7 +156,7 @@ class Publication:
             report=0,
             reply_to_q="",
             reply_to_qmgr=self.qmgr,
-            user_id=subscription.user_id[:12],
+            user_id=subscription.user_id[:USER_ID_LENGTH],
             persistence=_persistence(subscription.options, m.persistence),
             priority=m.priority,
             expiry=expiry,
@@ -212,7 +213,7 @@ class Publication:
             report=0,
             reply_to_q="",
             reply_to_qmgr=self.qmgr,
-            user_id=user_id[:12],
+            user_id=user_id[:USER_ID_LENGTH],
             persistence=m.persistence,
             priority=m.priority,
             expiry=expiry,

@@ -17,7 +17,7 @@ from broker.core.retained import RetainedPublication
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.protocol import brokerpath, psc, rfh2
 from broker.store.schema import TOPIC_HEAD
-from queues.message import Message
+from queues.message import USER_ID_LENGTH, Message
 
 
 def subscription_hash(key: SubscriptionKey) -> bytes:
@@ -44,7 +44,7 @@ def subscription_row(sub: Subscription) -> dict[str, Any]:
         "topic": key.topic,
         "topic_head": key.topic[:TOPIC_HEAD],
         "filter": key.filter,
-        "user_id": sub.user_id[:12],
+        "user_id": sub.user_id[:USER_ID_LENGTH],
         "options": int(sub.options),
         "seq": sub.seq,
         "created_at": sub.created_at,

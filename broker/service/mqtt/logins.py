@@ -24,10 +24,10 @@ from broker.service.throttling import Guard
 from broker.service.turns import Turns
 from broker.store import mqtt as sessions
 from queues import QueueManager
+from queues.message import USER_ID_LENGTH
 
 log = logging.getLogger("broker.mqtt")
 
-MAX_USER_ID = 12  # MQMD UserIdentifier: what the broker's authority checks compare
 # scrypt takes 16 MiB a check, kept by each thread's malloc arena: a few threads, not one a core
 # on a large machine.
 MAX_CHECKERS = 8
@@ -72,14 +72,14 @@ class Logins:
         user name and password must match a stored MQTT principal; without a user name, only
         when anonymous clients are configured (``mqtt_anonymous``: the principal they act as)."""
         if certified is not None:
-            if connect.username not in (None, certified) or not 0 < len(certified) <= MAX_USER_ID:
+            if connect.username not in (None, certified) or not 0 < len(certified) <= USER_ID_LENGTH:
                 return Login(CONNACK_NOT_AUTHORIZED)
             return Login(0, certified)
         user, password = connect.username, connect.password
         if user is None:
             anonymous = self.settings.mqtt_anonymous
             return Login(0, anonymous) if anonymous else Login(CONNACK_NOT_AUTHORIZED)
-        if len(user) > MAX_USER_ID or password is None:
+        if len(user) > USER_ID_LENGTH or password is None:
             return Login(CONNACK_BAD_CREDENTIALS)
         return await self._throttled_check(user, password, address_key(host_of(address)))
 
