@@ -124,6 +124,46 @@ def test_every_import_goes_down_the_layers() -> None:
     assert violations() == []
 
 
+def cycles() -> list[list[str]]:
+    """The project's modules that import each other, directly or round a circle (every import
+    counts, those made inside a function or only for type checking too): each circle's members."""
+    graph: dict[str, set[str]] = {}
+    for module, path in _modules():
+        graph[module] = {
+            _target(base, name) for base, name, _ in _imports(module, path) if _project(base)
+        } - {module}
+    found: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module] & graph.keys():
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            members = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_each_other() -> None:
+    """A circle makes its modules one unit that can be neither read nor tested alone: what two
+    parts share goes below both (``service/mqtt/host.py``, ``streams.py``, ``bench/mqtt_runs.py``)."""
+    assert cycles() == []
+
+
 def test_schema_modules_hold_only_tables() -> None:
     """``migrations`` reads them without loading the rest of their package's code."""
     for module, path in _modules():

@@ -43,45 +43,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
 import os
 import platform
-import queue
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from broker.bench import mqtt_churn, mqtt_flood, mqtt_scale
 from broker.bench.mqtt_load import (
-    Connection,
-    PublisherResult,
     PublisherSpec,
-    SubscriberResult,
     SubscriberSpec,
     open_idle,
-    publisher_process,
-    subscriber_process,
 )
-from broker.bench.network import free_port
-from broker.bench.options import DATABASES, database_list, emit, log_file, positive
+from broker.bench.mqtt_runs import (
+    MOSQUITTO,
+    SUBSCRIBERS,
+    UNLIMITED,
+    Server,
+    Throughput,
+    Workload,
+    broker,
+    fastest,
+    mosquitto,
+    rate,
+    run_clients,
+    run_id,
+    split,
+)
+from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.process_stats import cpu_seconds, rss_kb
-from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
+from broker.bench.scratch import DEFAULT_PG_URL
 
-MOSQUITTO = "/usr/sbin/mosquitto"
-SUBSCRIBERS = 10
 QOS_LEVELS = (0, 1, 2)
-READY_SECONDS = 60.0
-SUBSCRIBED_SECONDS = 300.0  # a server still busy with the previous run's backlog answers late
-RUN_SECONDS = 900.0
-UNLIMITED = 2**62  # publications per publisher when a run is timed
 IDLE_KEEPALIVE = 60
 # The targets: ours / Mosquitto at least this, per QoS, in both workloads; p99 under 10 ms at
 # 1,000/s before and after the floods, with at most 40 us of server CPU per QoS 1 delivery; the
@@ -90,47 +85,9 @@ DELIVERY_TARGETS = {0: 0.8, 1: 1.0, 2: 1.2}
 P99_TARGET_MS = 10.0
 CPU_TARGET_US = 40.0
 STABILITY_TARGET = 0.15
-MAX_INFLIGHT = 65535  # every packet id: the broker's counterpart of Mosquitto's max_inflight_messages 0
 IDLE_TARGET_KB = 10.0  # resident memory per idle connection (KiB, as VmRSS counts)
 CONNECT_FLOOD_TARGET_S = 1.0  # a new client's slowest step at p99, beside a CONNECT flood
 CHURN_TARGET_MB = 10.0  # RSS growth from a tenth of the churn cycles to all of them
-
-
-@dataclass(frozen=True, slots=True)
-class Throughput:
-    server: str
-    qos: int
-    publications: int
-    expected: int  # deliveries: publications x subscribers
-    received: int  # every PUBLISH the subscribers got
-    distinct: int  # distinct (subscriber, publication) pairs
-    publish_seconds: float
-    deliver_seconds: float
-    publisher_cpu: float
-    subscriber_cpu: float
-    server_cpu: float = 0.0  # seconds, over the run
-
-    @property
-    def deliveries_per_second(self) -> float:
-        return _rate(self.distinct, self.deliver_seconds)
-
-    @property
-    def cpu_per_delivery_us(self) -> float:
-        return 1e6 * self.server_cpu / self.distinct if self.distinct else float("nan")
-
-    @property
-    def missing(self) -> int:
-        return self.expected - self.distinct
-
-    @property
-    def duplicates(self) -> int:
-        return self.received - self.distinct
-
-    @property
-    def generator_cores(self) -> float:
-        """The load generator's CPU over the run: what it left of the machine for the server."""
-        seconds = max(self.publish_seconds, self.deliver_seconds)
-        return (self.publisher_cpu + self.subscriber_cpu) / seconds if seconds > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,226 +119,16 @@ class Idle:
         return (self.rss_after_kb - self.rss_before_kb) / self.connections
 
 
-# --- the servers --------------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    """One MQTT server process on 127.0.0.1:``port``."""
-
-    name: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log}")
-            try:
-                asyncio.run(_probe(self.port))
-                return
-            except (OSError, RuntimeError, TimeoutError):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name} did not accept MQTT in {READY_SECONDS:.0f} s") from None
-                time.sleep(0.2)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
-
-
-@contextmanager
-def running(server: Server) -> Iterator[Server]:
-    """The server once it answers CONNECT, stopped afterwards whatever happened."""
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-
-
-async def _probe(port: int) -> None:
-    connection = await Connection.open("127.0.0.1", port, "bench-probe")
-    await connection.close()
-
-
-def mosquitto_version() -> str:
-    out = subprocess.run([MOSQUITTO, "-h"], capture_output=True, text=True, check=False).stdout
-    words = out.split()
-    return words[2] if len(words) > 2 and words[1] == "version" else "?"
-
-
-@contextmanager
-def mosquitto(label: str = "mosquitto", *, max_queued: int = 0, max_inflight: int = 0) -> Iterator[Server]:
-    """Mosquitto on a free port; 0 is "no limit" for both of its per-client queues."""
-    with tempfile.TemporaryDirectory(prefix="broker-bench-mosquitto-") as directory:
-        port = free_port()
-        config = Path(directory) / "mosquitto.conf"
-        config.write_text(
-            f"listener {port} 127.0.0.1\n"
-            "allow_anonymous true\n"
-            "persistence false\n"
-            f"max_queued_messages {max_queued}\n"  # over it, QoS 1 / 2 deliveries are dropped
-            f"max_inflight_messages {max_inflight}\n"
-            "set_tcp_nodelay true\n"
-            "log_dest none\n"
-        )
-        with log_file().open("ab") as out:
-            process = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdout=out, stderr=out)
-        name = label.replace("mosquitto", f"mosquitto {mosquitto_version()}")
-        with running(Server(name, port, process, log_file())) as server:
-            yield server
-
-
-@contextmanager
-def broker(kind: str, pg_url: str, processes: int = 1) -> Iterator[Server]:
-    """``broker serve --mqtt`` on a throw-away database, with ``processes`` listener processes;
-    anonymous MQTT clients act as ``bench``, and each may have as many QoS 1/2 messages in
-    flight as MQTT's packet ids allow."""
-    with scratch_database(kind, pg_url, "mqtt") as url:
-        port = free_port()
-        env = {key: value for key, value in os.environ.items() if not key.startswith("BROKER_")}
-        env["BROKER_MQTT_ANONYMOUS"] = "bench"
-        env["BROKER_MQTT_MAX_INFLIGHT"] = str(MAX_INFLIGHT)  # as Mosquitto's: no limit but MQTT's
-        argv = [sys.executable, "-m", "broker.cli", "--db", url, "--qmgr", "QM1", "--log-format", "json"]
-        argv += ["serve", "--mqtt", f"127.0.0.1:{port}", "--mqtt-processes", str(processes)]
-        with log_file().open("ab") as out:
-            process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=out)
-        name = f"broker ({kind})" if processes == 1 else f"broker ({kind}, {processes} processes)"
-        with running(Server(name, port, process, log_file())) as server:
-            yield server
-
-
-# --- the workloads ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    seconds: float = 2.0  # publishing time of each throughput run
-    publishers: int = 4
-    processes: int = 2
-    window: int = 100
-    rate: int = 1_000
-    latency_seconds: float = 10.0
-    idle: int = 2_000
-    idle_seconds: float = 3.0  # how long subscribers wait for stragglers once publishing is over
-    repeat: int = 3  # throughput runs per QoS; all are shown, what any run missed is counted
-    connections: int = 0  # the connection-scale figures with this many clients (0: none)
-    mqtt_processes: tuple[int, ...] = (1,)  # the broker with each of these listener process counts
-    nodes: tuple[int, ...] = ()  # an MQTT cluster of each of these node counts (broker.bench.mqtt_cluster)
-    floods: tuple[mqtt_flood.FloodLoad, ...] = mqtt_flood.LOADS
-    connect_flood_seconds: float = mqtt_churn.PROBE_SECONDS  # each probe phase (0: no CONNECT flood)
-    churn: int = 100_000  # connect-and-leave cycles for the churn memory figure (0: none)
-
-
-def _run_id() -> str:
-    return f"{time.time_ns():x}"
-
-
-def _split(items: Sequence[int], parts: int) -> list[tuple[int, ...]]:
-    groups = [tuple(items[i::parts]) for i in range(parts)]
-    return [group for group in groups if group]
-
-
-def _run(
-    server: Server,
-    qos: int,
-    publishers: Sequence[PublisherSpec],
-    subscribers: SubscriberSpec,
-    processes: int,
-    ports: Sequence[int] = (),
-) -> tuple[list[PublisherResult], list[SubscriberResult]]:
-    """Subscribers connected and subscribed first, then every publisher process started together.
-    ``ports``: the subscriber processes connect to these in turn (the nodes of a cluster)."""
-    ctx = multiprocessing.get_context("spawn")
-    results: Any = ctx.Queue()
-    ready: Any = ctx.Queue()
-    done = ctx.Event()
-    published_total = ctx.Value("q", 0)
-    workers = []
-    groups = _split(range(SUBSCRIBERS), processes)
-    for index, group in enumerate(groups):
-        port = ports[index % len(ports)] if ports else subscribers.port
-        spec = SubscriberSpec(**{**asdict(subscribers), "subscribers": group, "port": port})
-        workers.append(
-            ctx.Process(target=subscriber_process, args=(spec, ready, done, published_total, results))
-        )
-    try:
-        for worker in workers:
-            worker.start()
-        for _ in range(SUBSCRIBERS):
-            try:
-                if ready.get(timeout=SUBSCRIBED_SECONDS) != "ready":
-                    break  # a subscriber process failed: its result says why
-            except queue.Empty:
-                raise RuntimeError(
-                    f"{server.name}: subscribers not ready in {SUBSCRIBED_SECONDS:.0f} s"
-                ) from None
-        start_at = time.time() + 0.5
-        for publisher in publishers:
-            timed = PublisherSpec(**{**asdict(publisher), "start_at": start_at})
-            workers.append(ctx.Process(target=publisher_process, args=(timed, results)))
-            workers[-1].start()
-        published, received = _collect(results, done, published_total, len(publishers), len(groups))
-    finally:
-        for worker in (w for w in workers if w.pid is not None):
-            worker.join(5)
-            if worker.is_alive():
-                worker.kill()
-    errors = [r.error for r in published if r.error] + [r.error for r in received if r.error]
-    if errors:
-        raise RuntimeError(f"{server.name} QoS {qos}: {'; '.join(errors)}")
-    return published, received
-
-
-def _collect(
-    results: Any, done: Any, published_total: Any, publisher_count: int, subscriber_count: int
-) -> tuple[list[PublisherResult], list[SubscriberResult]]:
-    """Every process's result; once the publishers are in, the subscribers are told how many
-    publications to expect."""
-    published: list[PublisherResult] = []
-    received: list[SubscriberResult] = []
-    batches = 0
-    deadline = time.monotonic() + RUN_SECONDS
-    while len(published) < publisher_count or batches < subscriber_count:
-        try:
-            kind, value = results.get(timeout=max(1.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise RuntimeError(f"no result after {RUN_SECONDS:.0f} s") from None
-        if kind == "publisher":
-            published.append(value)
-            if len(published) == publisher_count or value.error:
-                published_total.value = sum(r.published for r in published)
-                done.set()
-        else:
-            received += value
-            batches += 1
-            if any(r.error for r in value):
-                done.set()
-    return published, received
-
-
 def throughput(server: Server, qos: int, load: Workload, processes: int) -> Throughput:
     """Every publisher as fast as the server takes it for ``load.seconds``, then until the last
     delivery (or ``load.idle_seconds`` without one)."""
     specs = [
         PublisherSpec("127.0.0.1", server.port, qos, group, UNLIMITED, 0.0, load.window, seconds=load.seconds)
-        for group in _split(range(load.publishers), processes)
+        for group in split(range(load.publishers), processes)
     ]
-    subscribers = SubscriberSpec("127.0.0.1", server.port, qos, (), _run_id(), load.idle_seconds)
+    subscribers = SubscriberSpec("127.0.0.1", server.port, qos, (), run_id(), load.idle_seconds)
     cpu = cpu_seconds(server.pid)
-    published, received = _run(server, qos, specs, subscribers, processes)
+    published, received = run_clients(server, qos, specs, subscribers, processes)
     cpu = cpu_seconds(server.pid) - cpu
     started = min(r.started for r in published)
     total = sum(r.published for r in published)
@@ -403,9 +150,9 @@ def throughput(server: Server, qos: int, load: Workload, processes: int) -> Thro
 def latency(server: Server, load: Workload, processes: int) -> Latency:
     count = max(1, int(load.rate * load.latency_seconds))
     spec = PublisherSpec("127.0.0.1", server.port, 1, (0,), count, 0.0, load.window, float(load.rate))
-    subscribers = SubscriberSpec("127.0.0.1", server.port, 1, (), _run_id(), load.idle_seconds, latency=True)
+    subscribers = SubscriberSpec("127.0.0.1", server.port, 1, (), run_id(), load.idle_seconds, latency=True)
     cpu = cpu_seconds(server.pid)
-    (published,), received = _run(server, 1, [spec], subscribers, processes)
+    (published,), received = run_clients(server, 1, [spec], subscribers, processes)
     cpu = cpu_seconds(server.pid) - cpu
     measured = sorted(ms for r in received for ms in r.latencies_ms)
     return Latency(
@@ -463,11 +210,11 @@ def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
     for flood_load in load.floods:
         for server, result in zip(servers, results, strict=True):
             result["floods"].append(
-                mqtt_flood.run(server.port, server.pid, server.name, flood_load, _run_id())
+                mqtt_flood.run(server.port, server.pid, server.name, flood_load, run_id())
             )
     for server, result in zip(servers, results, strict=True):
         result["connect_flood"] = (
-            mqtt_churn.connect_flood(server.port, server.name, _run_id(), load.connect_flood_seconds)
+            mqtt_churn.connect_flood(server.port, server.name, run_id(), load.connect_flood_seconds)
             if load.connect_flood_seconds
             else None
         )
@@ -484,7 +231,7 @@ def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
 
 def churn(server: Server, cycles: int) -> mqtt_churn.Churn:
     pid = server.process.pid
-    return mqtt_churn.churn(server.port, lambda: rss_kb(pid), server.name, _run_id(), cycles)
+    return mqtt_churn.churn(server.port, lambda: rss_kb(pid), server.name, run_id(), cycles)
 
 
 def connection_scale(server: Server, count: int) -> mqtt_scale.Scale:
@@ -492,10 +239,6 @@ def connection_scale(server: Server, count: int) -> mqtt_scale.Scale:
     return asyncio.run(
         mqtt_scale.measure("127.0.0.1", server.port, count, lambda: rss_kb(server.process.pid), server.name)
     )
-
-
-def fastest(runs: Sequence[Throughput]) -> Throughput:
-    return max(runs, key=lambda run: _rate(run.distinct, run.deliver_seconds))
 
 
 def headroom(load: Workload) -> dict[int, Throughput]:
@@ -550,10 +293,6 @@ def clusters(load: Workload, pg_url: str) -> dict[str, Any]:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def _rate(count: float, seconds: float) -> float:
-    return count / seconds if seconds > 0 else 0.0
-
-
 def _throughput_line(runs: Sequence[Throughput]) -> str:
     """The fastest run's rates, every run's deliveries/s and their spread; missing and duplicate
     deliveries of all the runs."""
@@ -561,7 +300,7 @@ def _throughput_line(runs: Sequence[Throughput]) -> str:
     missing, duplicates = sum(run.missing for run in runs), sum(run.duplicates for run in runs)
     each = " / ".join(f"{run.deliveries_per_second:,.0f}" for run in runs)
     return (
-        f"{row.server:<26} {row.qos:>3} {_rate(row.publications, row.publish_seconds):>10,.0f} "
+        f"{row.server:<26} {row.qos:>3} {rate(row.publications, row.publish_seconds):>10,.0f} "
         f"{row.deliveries_per_second:>13,.0f} {missing:>8,} {duplicates:>6,} "
         f"{row.cpu_per_delivery_us:>8.1f} {1e6 * row.publisher_cpu / max(1, row.publications):>9.1f} "
         f"{1e6 * row.subscriber_cpu / max(1, row.received):>9.1f} {row.generator_cores:>9.2f}   "
@@ -585,7 +324,7 @@ def _latency_line(when: str, lat: Latency) -> str:
 
 def _flood_line(flood: mqtt_flood.Flood) -> str:
     return (
-        f"{flood.label:<42} {_rate(flood.published, flood.window_seconds):>9,.0f} "
+        f"{flood.label:<42} {rate(flood.published, flood.window_seconds):>9,.0f} "
         f"{flood.deliveries_per_second:>11,.0f} {100 * flood.loss:>6.2f} "
         f"{flood.percentile_ms(0.5):>7.1f} {flood.percentile_ms(0.99):>7.1f} "
         f"{max(flood.round_trips_ms, default=float('nan')):>7.1f} {flood.unanswered:>4} "
@@ -639,8 +378,8 @@ def _ratios(anchor: dict[str, Any], target: dict[str, Any]) -> list[str]:
             f"  QoS {mine.qos} deliveries/s      {_ratio(ours, base):>6}   target >= {goal}x: {met}; "
             f"runs within 15 %: {stable}"
         )
-        ours_pub = _rate(mine.publications, mine.publish_seconds)
-        base_pub = _rate(theirs.publications, theirs.publish_seconds)
+        ours_pub = rate(mine.publications, mine.publish_seconds)
+        base_pub = rate(theirs.publications, theirs.publish_seconds)
         lines.append(f"  QoS {mine.qos} publications/s    {_ratio(ours_pub, base_pub):>6}")
     for mine_flood, their_flood in zip(target["floods"], anchor["floods"], strict=True):
         ours, base = mine_flood.deliveries_per_second, their_flood.deliveries_per_second

@@ -23,20 +23,20 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from broker.bench.mqtt import (
+from broker.bench.mqtt_load import Connection, PublisherSpec, SubscriberSpec
+from broker.bench.mqtt_runs import (
     MAX_INFLIGHT,
     SUBSCRIBERS,
     UNLIMITED,
     Server,
     Throughput,
     Workload,
-    _run,
-    _run_id,
-    _split,
     fastest,
+    run_clients,
+    run_id,
     running,
+    split,
 )
-from broker.bench.mqtt_load import Connection, PublisherSpec, SubscriberSpec
 from broker.bench.network import free_port
 from broker.bench.options import log_file
 from broker.bench.process_stats import cpu_seconds
@@ -130,11 +130,11 @@ def _throughput(servers: Sequence[Server], load: Workload) -> Throughput:
         PublisherSpec(
             "127.0.0.1", ports[i % len(ports)], 1, group, UNLIMITED, 0.0, load.window, seconds=load.seconds
         )
-        for i, group in enumerate(_split(range(load.publishers), len(ports)))
+        for i, group in enumerate(split(range(load.publishers), len(ports)))
     ]
-    subscribers = SubscriberSpec("127.0.0.1", ports[0], 1, (), _run_id(), load.idle_seconds)
+    subscribers = SubscriberSpec("127.0.0.1", ports[0], 1, (), run_id(), load.idle_seconds)
     before = sum(cpu_seconds(server.pid) for server in servers)
-    published, received = _run(servers[0], 1, specs, subscribers, min(len(ports), SUBSCRIBERS), ports)
+    published, received = run_clients(servers[0], 1, specs, subscribers, min(len(ports), SUBSCRIBERS), ports)
     cpu = sum(cpu_seconds(server.pid) for server in servers) - before
     started = min(r.started for r in published)
     total = sum(r.published for r in published)

@@ -38,16 +38,14 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from broker.core.topics import matches
 from broker.protocol.mqtt.packets import MQTT_311, Connect, Publish
 from broker.service.config import ConfigError
+from broker.service.mqtt.host import Host
 from broker.store import mqtt as sessions
 from broker.store import nodes
-
-if TYPE_CHECKING:
-    from broker.service.mqtt.listener import MqttListener
 
 log = logging.getLogger("broker.mqtt")
 
@@ -183,7 +181,7 @@ def to_remote(topics: Iterable[BridgeTopic], topic: str) -> tuple[str, int] | No
     return None
 
 
-async def leased(listener: MqttListener, config: BridgeConfig, run: Callable[[], Awaitable[None]]) -> None:
+async def leased(listener: Host, config: BridgeConfig, run: Callable[[], Awaitable[None]]) -> None:
     """Run the bridge (each ``run()`` a new one) whenever this member holds its lease: it
     waits while another live member holds it, and stops when the lease is lost."""
     while True:
@@ -198,7 +196,7 @@ async def leased(listener: MqttListener, config: BridgeConfig, run: Callable[[],
                 await asyncio.to_thread(_release_lease, listener, config.name, owner)
 
 
-async def _lease(listener: MqttListener, name: str) -> str:
+async def _lease(listener: Host, name: str) -> str:
     """Take the lease of bridge ``name`` (waiting while a live member holds it); the owner
     that took it."""
     while True:
@@ -208,9 +206,7 @@ async def _lease(listener: MqttListener, name: str) -> str:
         await asyncio.sleep(listener.membership.period)
 
 
-async def _while_held(
-    listener: MqttListener, name: str, owner: str, run: Callable[[], Awaitable[None]]
-) -> None:
+async def _while_held(listener: Host, name: str, owner: str, run: Callable[[], Awaitable[None]]) -> None:
     """Run a bridge until it fails (raised) or ``owner`` no longer holds its lease."""
     task = asyncio.ensure_future(run())
     try:
@@ -229,17 +225,17 @@ async def _while_held(
         await asyncio.gather(task, return_exceptions=True)
 
 
-def _take_lease(listener: MqttListener, name: str, owner: str) -> bool:
+def _take_lease(listener: Host, name: str, owner: str) -> bool:
     with listener.qm.unit_of_work() as uow:
         return nodes.take_lease(uow.connection, nodes.BRIDGE + name, owner)
 
 
-def _holds_lease(listener: MqttListener, name: str, owner: str) -> bool:
+def _holds_lease(listener: Host, name: str, owner: str) -> bool:
     with listener.qm.reading() as conn:
         return nodes.lease_holder(conn, nodes.BRIDGE + name) == owner
 
 
-def _release_lease(listener: MqttListener, name: str, owner: str) -> None:
+def _release_lease(listener: Host, name: str, owner: str) -> None:
     with listener.qm.unit_of_work() as uow:
         nodes.free_lease(uow.connection, nodes.BRIDGE + name, owner)
 
@@ -249,7 +245,7 @@ class Bridge:
     """One running bridge, on the listener's event loop; ``task`` is its name in the process's
     health report."""
 
-    listener: MqttListener
+    listener: Host
     config: BridgeConfig
     task: str
     sent: dict[int, int] = field(default_factory=dict)  # paho message id -> local packet id

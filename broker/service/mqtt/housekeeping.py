@@ -33,15 +33,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
+from broker.service.mqtt.host import Host
 from broker.store import mqtt as sessions
 from broker.store import mqtt_requests, nodes
 from broker.store.mqtt_requests import DELETE, Request
 from queues.ids import now_ms
-
-if TYPE_CHECKING:
-    from broker.service.mqtt.listener import MqttListener
 
 log = logging.getLogger("broker.mqtt")
 
@@ -65,7 +62,7 @@ def period(expiry: int, max_queued: int) -> float | None:
 Step = Callable[[], Awaitable[None]]
 
 
-def chores(listener: MqttListener) -> list[tuple[str, float, Step]]:
+def chores(listener: Host) -> list[tuple[str, float, Step]]:
     """(name, period, step) of each chore of ``listener``: operators' requests and the
     cluster's membership in every listener; session limits and vacuuming in the primary one."""
     membership = listener.membership
@@ -84,7 +81,7 @@ def chores(listener: MqttListener) -> list[tuple[str, float, Step]]:
     return found
 
 
-async def one_pass(listener: MqttListener) -> None:
+async def one_pass(listener: Host) -> None:
     """Expire the sessions offline too long, and trim the offline sessions' queues: on the one
     node of the cluster holding the passes' lease (two trimming one queue at once would drop
     twice what is over the limit)."""
@@ -112,26 +109,26 @@ async def one_pass(listener: MqttListener) -> None:
             )
 
 
-def _leased(listener: MqttListener) -> bool:
+def _leased(listener: Host) -> bool:
     with listener.qm.unit_of_work() as uow:
         return nodes.take_lease(uow.connection, nodes.SESSION_LIMITS, listener.gateway.owner)
 
 
-async def vacuum(listener: MqttListener) -> None:
+async def vacuum(listener: Host) -> None:
     """VACUUM the session tables every batch churns, on a connection of its own: their deleted
     rows' space is used again at once, not after autovacuum's next look, so the tables stay a
     few pages and their writes stay in the server's memory (``broker.store.mqtt.vacuum``)."""
     await asyncio.to_thread(sessions.vacuum, listener.qm.engine)
 
 
-async def honour_requests(listener: MqttListener) -> None:
+async def honour_requests(listener: Host) -> None:
     """Carry out the operators' requests waiting for this listener."""
     taken = await asyncio.to_thread(mqtt_requests.take_requests, listener.qm, _wanted(listener))
     for request in taken:
         await _honour(listener, request)
 
 
-def _wanted(listener: MqttListener) -> Callable[[Request], bool]:
+def _wanted(listener: Host) -> Callable[[Request], bool]:
     """Requests addressed to this listener process (it held the client when they were made),
     and deletions of sessions no client held (any listener may delete an offline session;
     the gateway checks it is still offline)."""
@@ -139,7 +136,7 @@ def _wanted(listener: MqttListener) -> Callable[[Request], bool]:
     return lambda request: request.owner == gateway.owner or (not request.owner and request.action == DELETE)
 
 
-async def _honour(listener: MqttListener, request: Request) -> None:
+async def _honour(listener: Host, request: Request) -> None:
     connection = listener.clients.get(request.client_id)
     if connection is not None:
         log.info(

@@ -60,7 +60,8 @@ from broker.service.mqtt.gateway import Drained, Gateway, Job, Opened, Subscribe
 from broker.service.mqtt.intake import Held, Intake
 from broker.service.mqtt.logins import Logins
 from broker.service.mqtt.membership import Membership
-from broker.service.mqtt.transports import Endpoint, Server, Stream
+from broker.service.mqtt.streams import Server, Stream
+from broker.service.mqtt.transports import Endpoint
 from broker.service.supervision import Backoff, SupervisedThread, every, supervise
 from broker.store import mqtt as sessions
 from queues import QueueManager
@@ -823,6 +824,17 @@ class MqttListener:
     def owns(self, connection: Connection) -> bool:
         """Whether ``connection`` still holds its session (no other has taken it over)."""
         return self.clients.get(connection.client_id) is connection
+
+    async def orphan_all(self, reason: str) -> None:
+        """End every connection as a lost one (``reason``), without its session's end (no
+        will, no offline mark: the sessions are no longer this member's); return once they
+        are closed."""
+        ending = list(self.connections)
+        for connection in ending:
+            self.detach(connection)
+            connection.queue = ""
+            connection.perform(connection.session.connection_lost(reason))
+        await asyncio.gather(*(connection.closed() for connection in ending))
 
     def detach(self, connection: Connection) -> None:
         if self._by_queue.get(connection.queue) is connection:

@@ -17,18 +17,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from broker.core.cluster import Member, Sighting, overdue, predecessors, sighted, unreleased, watching
 from broker.service.mqtt import systopics
 from broker.service.mqtt.gateway import Released
+from broker.service.mqtt.host import Host
 from broker.service.supervision import Backoff
 from broker.store import nodes
 from queues.ids import now_ms
 from queues.owners import dead_here, owner_name
-
-if TYPE_CHECKING:
-    from broker.service.mqtt.listener import Connection, MqttListener
 
 log = logging.getLogger("broker.mqtt")
 
@@ -42,7 +39,7 @@ LOST = "this node was declared dead by another; its sessions are others' now"
 class Membership:
     """The member a listener's gateway is (``gateway.owner``), kept alive and watching."""
 
-    def __init__(self, listener: MqttListener) -> None:
+    def __init__(self, listener: Host) -> None:
         self.listener = listener
         self.timeout = listener.settings.node_timeout
         self.period = max(MIN_PERIOD, self.timeout / BEATS_PER_TIMEOUT)
@@ -200,10 +197,7 @@ class Membership:
         them), forget what the gateway knew of them, and join again under a new name."""
         listener, gateway = self.listener, self.listener.gateway
         log.warning(LOST, extra={"node": gateway.node, "owner": gateway.owner})
-        ending = list(listener.connections)
-        for connection in ending:
-            _orphan(listener, connection)
-        await asyncio.gather(*(connection.closed() for connection in ending))
+        await listener.orphan_all(LOST)
         # Failed in a batch of the old member's by its guard, perhaps: forgotten all the same.
         with contextlib.suppress(Exception):
             await gateway.submit(gateway.forget())
@@ -243,11 +237,3 @@ class Membership:
         gateway = self.listener.gateway
         with self.listener.qm.unit_of_work() as uow:
             gateway.join(uow.connection, gateway.address, owner)
-
-
-def _orphan(listener: MqttListener, connection: Connection) -> None:
-    """End ``connection`` as a lost one, without its session's end (no will, no offline mark):
-    the session is no longer this member's."""
-    listener.detach(connection)
-    connection.queue = ""
-    connection.perform(connection.session.connection_lost(LOST))

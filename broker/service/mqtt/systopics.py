@@ -19,17 +19,14 @@ from __future__ import annotations
 import asyncio
 import time
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
 
 from broker.core import sys_status
 from broker.core.cluster import Member
 from broker.protocol.mqtt.packets import Publish
+from broker.service.metrics import BrokerMetrics
+from broker.service.mqtt.host import Host
 from broker.store import listings, nodes
 from queues.ids import now_ms
-
-if TYPE_CHECKING:
-    from broker.service.metrics import BrokerMetrics
-    from broker.service.mqtt.listener import MqttListener
 
 MAX_NODES = 10_000  # the nodes' topics a totals pass looks at for ones gone
 
@@ -68,7 +65,7 @@ def _version() -> str:
         return "unknown"
 
 
-async def publish(listener: MqttListener, started: float) -> None:
+async def publish(listener: Host, started: float) -> None:
     """Publish the node's status and, holding the totals' lease, the cluster's (clearing the
     topics of nodes gone), as one job: one commit for every value. ``started``: the listener's
     time.monotonic() at start, whose uptime stands in for its own row's until that is written."""
@@ -88,7 +85,7 @@ async def publish(listener: MqttListener, started: float) -> None:
     await gateway.submit(gateway.publish("", publishes, listener.settings.admin_group))
 
 
-def _read(listener: MqttListener) -> tuple[list[Member], bool, list[str]]:
+def _read(listener: Host) -> tuple[list[Member], bool, list[str]]:
     """The members; whether this process holds the totals' lease (taking it if free); if so,
     the nodes' topics retained now (their uptimes: one a node)."""
     owner = listener.gateway.owner

@@ -1,7 +1,7 @@
 """Client-id takeover from another listener process, of this node or another.
 
 Within one process a second connection with a client id closes the first and waits for it to
-end (``MqttListener.take_over``). A session another process holds is found when the gateway
+end (``Host.take_over``). A session another process holds is found when the gateway
 opens it (``gateway.Held``): the database carries the request then, in the table operators'
 disconnects use (``broker.store.mqtt_requests``), addressed to the holder, which closes that
 connection (its will published, as for any takeover) and marks the session offline (or ends
@@ -19,18 +19,16 @@ import asyncio
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.service.mqtt.gateway import Batch, Held, Job
+from broker.service.mqtt.host import Host
 from broker.store import mqtt as sessions
 from broker.store import mqtt_requests
 from broker.store.mqtt_requests import DISCONNECT, Request
 from broker.store.nodes import LeaseLost
 from queues.errors import MQError
 from queues.reasons import Reason
-
-if TYPE_CHECKING:
-    from broker.service.mqtt.listener import MqttListener
 
 log = logging.getLogger("broker.mqtt")
 
@@ -53,7 +51,7 @@ class TakeoverRefused(MQError):
 UNAVAILABLE = (LeaseLost, TakeoverRefused)
 
 
-async def opened(listener: MqttListener, client_id: str, job: Job) -> Any:
+async def opened(listener: Host, client_id: str, job: Job) -> Any:
     """The answer of the gateway's ``open`` job for ``client_id``, once no other listener
     process holds the session (each that does is asked for it first)."""
     while True:
@@ -63,7 +61,7 @@ async def opened(listener: MqttListener, client_id: str, job: Job) -> Any:
         await take_over_elsewhere(listener, client_id, answer.owner)
 
 
-async def take_over_elsewhere(listener: MqttListener, client_id: str, holder: str) -> None:
+async def take_over_elsewhere(listener: Host, client_id: str, holder: str) -> None:
     """Have ``holder`` close its connection of ``client_id`` (or its sessions released, if it
     is dead); :class:`TakeoverRefused` if it still holds the session after the bound."""
     log.info("mqtt session taken over from another process", extra={"client_id": client_id, "holder": holder})
@@ -107,7 +105,7 @@ def _ask(client_id: str, holder: str, batch: Batch) -> Request:
     return Request(request_id, client_id, DISCONNECT, REASON, batch.now, holder)
 
 
-def _held_by(listener: MqttListener, client_id: str, holder: str) -> bool:
+def _held_by(listener: Host, client_id: str, holder: str) -> bool:
     """Whether ``holder`` still holds the session of ``client_id``."""
     with listener.qm.reading() as conn:
         stored = sessions.find_session(conn, client_id)

@@ -1,9 +1,10 @@
 """What carries MQTT bytes to the listener: plain TCP, TLS, and WebSockets with or without TLS.
 
-Each transport hands the listener every client connection as a :class:`Stream` (bytes in, bytes
-out, the peer's address and the principal its client certificate names), and the listener serves
-them all through one code path (:class:`~broker.service.mqtt.listener.Connection`): sessions,
-authority and the topic tree never depend on how a client is connected.
+Each transport hands the listener every client connection as a
+:class:`~broker.service.mqtt.streams.Stream` (bytes in, bytes out, the peer's address and the
+principal its client certificate names), and the listener serves them all through one code path
+(:class:`~broker.service.mqtt.listener.Connection`): sessions, authority and the topic tree never
+depend on how a client is connected.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 from broker.protocol import proxy
 from broker.service.config import ConfigError, Settings, mqtt_address
 from broker.service.listening import cannot_listen
 from broker.service.mqtt.admission import Admission
-from broker.service.tls import certificate_principal, server_context
+from broker.service.mqtt.streams import WEBSOCKET_PATH, Accept, Server, Sink, peer_address, peer_principal
+from broker.service.tls import server_context
 
 log = logging.getLogger("broker.mqtt")
 
@@ -32,59 +34,6 @@ ACCEPT_RETRY_SECONDS = 0.1
 # The most one read of a connection takes (asyncio's own is 256 KiB): what the listener's input
 # bounds may be overshot by (broker.service.mqtt.intake).
 READ_SIZE = 16 * 1024
-WEBSOCKET_PATH = "/mqtt"
-
-
-class Sink(Protocol):
-    """What a transport hands a connection's input to (the listener's ``Connection``): pushed
-    from the transport's callbacks, so that an idle connection waits on no task of its own."""
-
-    def received(self, data: bytes) -> None: ...
-
-    def lost(self, reason: str) -> None:
-        """The connection has ended (closed by the client, or a socket error)."""
-
-    async def closed(self) -> None:
-        """Wait until the connection has ended and its session is left as it should be."""
-
-
-class Stream(Protocol):
-    """One client's connection, as the listener uses it for output."""
-
-    address: str
-    # The principal named by the client's verified certificate ("" when it names none); None
-    # without a certificate (see broker.service.tls.certificate_principal).
-    principal: str | None
-
-    def write(self, data: bytes) -> None: ...
-
-    def pause_reading(self) -> None:
-        """Read nothing more until :meth:`resume_reading` (the client's TCP then slows it)."""
-
-    def resume_reading(self) -> None: ...
-
-    def backlog(self) -> int:
-        """Bytes written and not yet taken by the network (the per-connection output bound)."""
-
-    def is_closing(self) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-Accept = Callable[[Stream], Sink]
-
-
-class Server(Protocol):
-    def close(self) -> None: ...
-
-
-def peer_address(peer: Any) -> str:
-    """``host:port`` of a socket's peer name (any other form as it is)."""
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-
-
-def peer_principal(ssl_object: ssl.SSLObject | None) -> str | None:
-    return None if ssl_object is None else certificate_principal(ssl_object.getpeercert())
 
 
 class SocketStream(asyncio.BufferedProtocol):

@@ -23,7 +23,7 @@ from websockets.protocol import State
 from websockets.typing import Subprotocol
 
 from broker.service.mqtt.admission import Admission
-from broker.service.mqtt.transports import WEBSOCKET_PATH, Accept, peer_address, peer_principal
+from broker.service.mqtt.streams import WEBSOCKET_PATH, Accept, peer_address, peer_principal
 
 SUBPROTOCOLS = [Subprotocol("mqtt"), Subprotocol("mqttv3.1")]
 HEADER_BYTES = 5  # an MQTT fixed header: the type byte and at most 4 bytes of Remaining Length
@@ -34,7 +34,7 @@ library_log.setLevel(logging.WARNING)
 
 
 class WebSocketStream:
-    """One WebSocket connection as a :class:`~broker.service.mqtt.transports.Stream`. Writes
+    """One WebSocket connection as a :class:`~broker.service.mqtt.streams.Stream`. Writes
     are gathered while a message is being sent and go out together in the next one, in order."""
 
     def __init__(self, websocket: ServerConnection) -> None:
