@@ -12,7 +12,7 @@ A bridge is one more shell on the gateway. Locally it is a persistent session
 ``both`` topics, as ``local_username``, so under the ACL) deliver to its queue; remotely it
 is a paho-mqtt client with a persistent session (CleanSession=0), subscribed to the ``in``
 and ``both`` topics. What it receives remotely it publishes locally through the engine,
-marked with its name as origin (``bridge.publication``), and acknowledges to the remote
+marked with its name as origin (``translation.publication``), and acknowledges to the remote
 broker only once that routing has committed; what it takes from its queue it publishes
 remotely, stored as the listener's outbound messages are, and forgets only when the remote
 broker has acknowledged it (PUBACK, PUBCOMP). So QoS 1 and 2 cross at least once whichever

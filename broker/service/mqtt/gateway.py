@@ -71,7 +71,7 @@ from broker.service.config import Settings, node_name
 from broker.service.effect_writer import EffectWriter, UnitOfWorkQueues
 from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
-from broker.service.mqtt import bridge
+from broker.service.mqtt import translation
 from broker.service.mqtt.inflight import Inflight
 from broker.service.supervision import SupervisedThread
 from broker.store import mqtt as sessions
@@ -367,7 +367,7 @@ class Batch:
             effects.append(effect)
         return outcome
 
-    def route_typed(self, typed: bridge.Typed, source_queue: str) -> Outcome:
+    def route_typed(self, typed: translation.Typed, source_queue: str) -> Outcome:
         """Route a command built in this process, as it was built (nothing parsed again)."""
         return self.route(typed.message, source_queue, headers=typed.headers, command=typed.command)
 
@@ -973,7 +973,7 @@ class Gateway:
         def job(batch: Batch) -> None:
             self.outlets.pop(queue_name, None)
             self.inflight.pop(sessions.session_key(client_id), None)
-            batch.route_typed(bridge.discard(queue_name, self.settings.admin_group), self.control)
+            batch.route_typed(translation.discard(queue_name, self.settings.admin_group), self.control)
             batch.closing.append((client_id, queue_name))
 
         return job
@@ -1045,7 +1045,7 @@ class Gateway:
         self.inflight.pop(key, None)
         for pair in [pair for pair in batch.grants if pair[0] == key]:
             del batch.grants[pair]
-        batch.route_typed(bridge.discard(queue_name, self.settings.admin_group), self.control)
+        batch.route_typed(translation.discard(queue_name, self.settings.admin_group), self.control)
         sessions.delete_session(batch.uow.connection, client_id)
         if delete:
             with contextlib.suppress(UnknownObject):
@@ -1083,10 +1083,10 @@ class Gateway:
 
     def _publish_one(self, batch: Batch, publish: Publish, user_id: str, origin: str) -> int:
         """Route one PUBLISH; the reason it was refused for, or 0."""
-        message, headers = bridge.decoded_publication(publish, user_id, origin)
+        message, headers = translation.decoded_publication(publish, user_id, origin)
         outcome = batch.route(message, self.stream, publish, headers)
         if publish.retain and not publish.payload:
-            batch.route(bridge.retained_deletion(publish.topic, user_id), self.stream)
+            batch.route(translation.retained_deletion(publish.topic, user_id), self.stream)
         return outcome.reason if outcome.completion == pscr.ERROR else 0
 
     def subscribe(
@@ -1102,7 +1102,7 @@ class Gateway:
             answers: list[tuple[int, int]] = []
             granted: list[tuple[str, int]] = []
             for text, qos in topics:
-                typed = bridge.typed_registration((text,), queue_name, user_id)
+                typed = translation.typed_registration((text,), queue_name, user_id)
                 outcome = batch.route_typed(typed, self.control)
                 if outcome.completion == pscr.ERROR or outcome.refused_topics:
                     answers.append((SUBACK_FAILURE, outcome.reason))
@@ -1123,7 +1123,9 @@ class Gateway:
 
         def job(batch: Batch) -> None:
             for text in filters:
-                typed = bridge.typed_registration((text,), queue_name, user_id, remove=True, options=KEEP)
+                typed = translation.typed_registration(
+                    (text,), queue_name, user_id, remove=True, options=KEEP
+                )
                 batch.route_typed(typed, self.control)
             batch.grants.update({(key, sessions.filter_key(text)): None for text in filters})
             if (outlet := self.outlets.get(queue_name)) is not None:
@@ -1228,11 +1230,11 @@ class Gateway:
         out: list[Publish] = []
         for message in taken:
             try:
-                publish = bridge.delivery(message)
+                publish = translation.delivery(message)
             except MQError as exc:
                 log.warning("not a publication; dropped", extra={"queue": queue_name, "error": exc.detail})
                 continue
-            if origin and bridge.origin(message) == origin:
+            if origin and translation.origin(message) == origin:
                 continue
             qos = min(publish.qos, granted(publish.topic))
             out.append(

@@ -136,7 +136,7 @@ def test_a_message_put_on_a_session_queue_without_a_wake_up_still_reaches_its_cl
     """A writer that announces nothing (another program, a lost notification): the listener
     hears that something changed (SQLite's backstop reading of the database, PostgreSQL's
     LISTEN connection coming back) and the depth counters say which session queue to drain."""
-    from broker.service.mqtt import bridge
+    from broker.service.mqtt import translation
     from queues import sql
 
     raw = Raw(broker.port)
@@ -151,7 +151,7 @@ def test_a_message_put_on_a_session_queue_without_a_wake_up_still_reaches_its_cl
     monkeypatch.setattr(qm.notifier, "committed", lambda queues: None)
     monkeypatch.setattr(sql, "notify_arrivals", lambda conn, queues: None)
     monkeypatch.setattr(sql, "_carries", lambda params, arrivals: False)
-    qm.put(sessions.queue_for("device"), bridge.publication(Publish("cmd/x", b"quiet", 1), "alice"))
+    qm.put(sessions.queue_for("device"), translation.publication(Publish("cmd/x", b"quiet", 1), "alice"))
     if postgresql:
         with pytest.raises(TimeoutError):
             raw.next(timeout=1.5)  # nothing announced it

@@ -8,7 +8,7 @@ import pytest
 from broker.core import engine
 from broker.protocol import psc, rfh2
 from broker.protocol.options import RegOpt
-from broker.service.mqtt import bridge
+from broker.service.mqtt import translation
 from tests.broker.core.builders import CONTROL, NOW, Broker
 
 QUEUE = "SYSTEM.MQTT.SESSION.X"
@@ -16,8 +16,8 @@ QUEUE = "SYSTEM.MQTT.SESSION.X"
 
 @pytest.mark.parametrize("remove", [False, True])
 def test_a_typed_registration_is_the_message_it_stands_for(remove: bool) -> None:
-    options = RegOpt(0) if remove else bridge.SUBSCRIPTION_OPTIONS
-    typed = bridge.typed_registration(("a/+/b", "c/#"), QUEUE, "alice", remove=remove, options=options)
+    options = RegOpt(0) if remove else translation.SUBSCRIPTION_OPTIONS
+    typed = translation.typed_registration(("a/+/b", "c/#"), QUEUE, "alice", remove=remove, options=options)
     decoded = rfh2.decode(typed.message.body, typed.message.encoding, typed.message.format)
     assert decoded == typed.headers
     (folder,) = decoded.folders
@@ -35,7 +35,7 @@ def test_a_typed_registration_routes_as_the_parsed_one(topic: str) -> None:
     outcomes = []
     for typed_path in (False, True):
         broker = Broker(queues=(QUEUE,))
-        typed = bridge.typed_registration((topic,), QUEUE, "alice")
+        typed = translation.typed_registration((topic,), QUEUE, "alice")
         source = engine.source_of(broker.state, CONTROL)
         given = {"headers": typed.headers, "command": typed.command} if typed_path else {}
         outcome = engine.route(typed.message, source, broker.state, NOW, **given)  # type: ignore[arg-type]
