@@ -743,8 +743,12 @@ def fetch_outside_transaction(
     driver.autocommit = True
     try:
         return fetch_cached(conn, name, build, params)
+    except BaseException:
+        if driver.broken:  # the server dropped it: the pool must not try to reset it
+            conn.invalidate()
+        raise
     finally:
-        if not driver.closed:
+        if not driver.closed and not driver.broken:
             driver.autocommit = False
 
 
