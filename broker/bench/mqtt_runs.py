@@ -9,7 +9,6 @@ import asyncio
 import multiprocessing
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.bench import mqtt_churn, mqtt_flood
+from broker.bench import mqtt_churn, mqtt_flood, processes
 from broker.bench.mqtt_load import (
     Connection,
     PublisherResult,
@@ -114,13 +113,7 @@ class Server:
         return self.process.pid
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        processes.stop(self.process)
 
 
 @contextmanager

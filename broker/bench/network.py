@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 import httpx
 
 from broker import store
+from broker.bench import processes
 from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.route import (
     PATTERNS,
@@ -133,13 +133,7 @@ class Node:
             return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        processes.stop(self.process)
         self.process = None
 
     def started_at(self) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from broker.bench import processes
 from broker.client import BrokerClient
 from broker.network import links, manage
 from broker.service.provision import prepare_database
@@ -91,13 +92,7 @@ class Node:
         self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        processes.stop(self.process)
         self.client.close()
         self.qm.close()
 
