@@ -20,6 +20,7 @@ from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
 from broker.protocol import psc, pscr, rfh2
 from broker.protocol.messages import ReceivedPublication, command_message, decode_publication
 from broker.protocol.options import DelOpt, PubOpt, RegOpt
+from broker.protocol.psc import NO_DEL_OPTIONS, NO_PUB_OPTIONS, NO_REG_OPTIONS
 from queues import Message, QueueManager
 from queues.errors import MQError, UnknownObject
 from queues.message import (
@@ -45,9 +46,6 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 10.0
-NO_PUB_OPTIONS = PubOpt(0)
-NO_REG_OPTIONS = RegOpt(0)
-NO_DEL_OPTIONS = DelOpt(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,15 +198,13 @@ class BrokerClient:
         **fields: Any,
     ) -> BrokerResponse | None:
         command = psc.Publish(
-            topics=_topics(topics),
+            _topics(topics),
             sub_point=sub_point,
             options=options,
             pub_time=pub_time,
             seq_num=seq_num,
             q_mgr_name=q_mgr_name,
             q_name=q_name,
-            correl_id=None,
-            folder="",
         )
         payload = body.encode("utf-8") if isinstance(body, str) else body
         fields.setdefault("payload_format", MQFMT_STRING if isinstance(body, str) else MQFMT_NONE)
@@ -234,7 +230,7 @@ class BrokerClient:
         **fields: Any,
     ) -> BrokerResponse:
         command = psc.RegSub(
-            topics=_topics(topics),
+            _topics(topics),
             sub_point=sub_point,
             filter=filter,
             q_mgr_name=q_mgr,
@@ -243,8 +239,6 @@ class BrokerClient:
             sub_name=sub_name,
             sub_identity=sub_identity,
             sub_user_data=sub_user_data,
-            correl_id=None,
-            folder="",
         )
         return self._control(command, correl_id, fields)
 
@@ -263,7 +257,7 @@ class BrokerClient:
         **fields: Any,
     ) -> BrokerResponse:
         command = psc.DeregSub(
-            topics=_topics(topics),
+            _topics(topics),
             sub_point=sub_point,
             filter=filter,
             q_mgr_name=q_mgr,
@@ -271,9 +265,6 @@ class BrokerClient:
             options=options,
             sub_name=sub_name,
             sub_identity=sub_identity,
-            sub_user_data=None,
-            correl_id=None,
-            folder="",
         )
         return self._control(command, correl_id, fields)
 
@@ -291,15 +282,13 @@ class BrokerClient:
         **fields: Any,
     ) -> BrokerResponse:
         command = psc.ReqUpdate(
-            topic=topic,
+            topic,
             sub_point=sub_point,
             filter=filter,
             q_mgr_name=q_mgr,
             q_name=queue,
             options=options,
             sub_name=sub_name,
-            correl_id=None,
-            folder="",
         )
         return self._control(command, correl_id, fields)
 
@@ -312,14 +301,7 @@ class BrokerClient:
         stream: str | None = None,
         **fields: Any,
     ) -> BrokerResponse:
-        command = psc.DeletePub(
-            topics=_topics(topics),
-            sub_point=sub_point,
-            options=options,
-            q_mgr_name=None,
-            q_name=None,
-            folder="",
-        )
+        command = psc.DeletePub(_topics(topics), sub_point=sub_point, options=options)
         response = self.send(command, stream or self.stream, **fields)
         assert response is not None
         return response

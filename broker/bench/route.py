@@ -43,7 +43,6 @@ from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM
 from broker.protocol import psc
 from broker.protocol.messages import command_message
-from broker.protocol.options import RegOpt
 from broker.service.collector import tune_collector
 from broker.service.config import Settings
 from broker.service.provision import prepare_database
@@ -115,14 +114,6 @@ def publication(k: int, stamp: bool = False) -> Any:
     body = (str(now_ms()).encode() if stamp else b"").ljust(16, b" ") + bytes(BODY_SIZE - 16)
     command = psc.Publish(
         topics=(topic(k),),
-        sub_point=None,
-        options=psc.PubOpt(0),
-        pub_time=None,
-        seq_num=None,
-        q_mgr_name=None,
-        q_name=None,
-        correl_id=None,
-        folder="",
     )
     return command_message(command, payload=body, payload_format=MQFMT_STRING, request=False, user_id="bench")
 
@@ -140,19 +131,7 @@ def broker_database(kind: str, pg_url: str) -> Iterator[tuple[str, QueueManager]
             qm.define_queue(name, max_depth=MAX_MAX_DEPTH)
         registrations = []
         for name, pattern in zip(SUBSCRIBERS, PATTERNS, strict=True):
-            command = psc.RegSub(
-                topics=(pattern,),
-                sub_point=None,
-                filter=None,
-                q_mgr_name=None,
-                q_name=name,
-                options=RegOpt(0),
-                sub_name=None,
-                sub_identity=None,
-                sub_user_data=None,
-                correl_id=None,
-                folder="",
-            )
+            command = psc.RegSub((pattern,), q_name=name)
             registrations.append((CONTROL_QUEUE, command_message(command, request=False, user_id="bench")))
         qm.put_many(registrations)
         service.run_once()

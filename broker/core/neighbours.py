@@ -75,15 +75,9 @@ def proxy_command(
     command = kind(
         topics=(topic,),
         sub_point=sub_point or None,
-        filter=None,
         q_mgr_name=state.qmgr,
         q_name=state.config.inter_broker_queue,
         options=RegOpt.PersAsPub if register else RegOpt(0),
-        sub_name=None,
-        sub_identity=None,
-        sub_user_data=None,
-        correl_id=None,
-        folder="",
     )
     msg_id = derived_id(
         b"proxy", cause, neighbour.encode(), sub_point.encode(), topic.encode(), b"R" if register else b"D"

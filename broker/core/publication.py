@@ -103,10 +103,6 @@ class Publication:
                 options=PubOpt.IsRetainedPub if retained else PubOpt(0),
                 pub_time=self.command.pub_time,
                 seq_num=self.command.seq_num,
-                q_mgr_name=None,
-                q_name=None,
-                correl_id=None,
-                folder="",
             )
             body = self._encode(psc.render(delivered), extra=None)
             self._bodies[key] = body
@@ -193,7 +189,6 @@ class Publication:
             q_mgr_name=publisher.q_mgr,
             q_name=publisher.queue or None,
             correl_id=publisher.correl_id,
-            folder="",
         )
         path = (
             self.path.through(self.qmgr)

@@ -142,53 +142,53 @@ class PscError(MQError):
         self.parameter = parameter
 
 
+# Each command's fields default to what a folder without the element means; ``folder`` is
+# the folder's text as received ("" for a command built in process: rendered when put).
+NO_PUB_OPTIONS = PubOpt(0)
+NO_REG_OPTIONS = RegOpt(0)
+NO_DEL_OPTIONS = DelOpt(0)
+
+
 @dataclass(frozen=True, slots=True)
 class Publish:
     """A publication on one or more topics (never wildcards)."""
 
     topics: tuple[str, ...]
-    sub_point: str | None
-    options: PubOpt
-    pub_time: str | None
-    seq_num: str | None
-    q_mgr_name: str | None
-    q_name: str | None
-    correl_id: bytes | None
-    folder: str
+    sub_point: str | None = None
+    options: PubOpt = NO_PUB_OPTIONS
+    pub_time: str | None = None
+    seq_num: str | None = None
+    q_mgr_name: str | None = None
+    q_name: str | None = None
+    correl_id: bytes | None = None
+    folder: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class RegSub:
+class Registration:
+    """What RegSub and DeregSub both name: the subscriptions of one queue, one per topic."""
+
+    topics: tuple[str, ...]
+    sub_point: str | None = None
+    filter: str | None = None
+    q_mgr_name: str | None = None
+    q_name: str | None = None
+    options: RegOpt = NO_REG_OPTIONS
+    sub_name: str | None = None
+    sub_identity: str | None = None
+    sub_user_data: str | None = None
+    correl_id: bytes | None = None
+    folder: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RegSub(Registration):
     """Register (or alter) subscriptions, one per topic."""
 
-    topics: tuple[str, ...]
-    sub_point: str | None
-    filter: str | None
-    q_mgr_name: str | None
-    q_name: str | None
-    options: RegOpt
-    sub_name: str | None
-    sub_identity: str | None
-    sub_user_data: str | None
-    correl_id: bytes | None
-    folder: str
-
 
 @dataclass(frozen=True, slots=True)
-class DeregSub:
+class DeregSub(Registration):
     """Deregister subscriptions; ``topics`` may be empty with DeregAll or SubName."""
-
-    topics: tuple[str, ...]
-    sub_point: str | None
-    filter: str | None
-    q_mgr_name: str | None
-    q_name: str | None
-    options: RegOpt
-    sub_name: str | None
-    sub_identity: str | None
-    sub_user_data: str | None
-    correl_id: bytes | None
-    folder: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +196,14 @@ class ReqUpdate:
     """Ask for the retained publications of exactly one (wildcard) topic."""
 
     topic: str
-    sub_point: str | None
-    filter: str | None
-    q_mgr_name: str | None
-    q_name: str | None
-    options: RegOpt
-    sub_name: str | None
-    correl_id: bytes | None
-    folder: str
+    sub_point: str | None = None
+    filter: str | None = None
+    q_mgr_name: str | None = None
+    q_name: str | None = None
+    options: RegOpt = NO_REG_OPTIONS
+    sub_name: str | None = None
+    correl_id: bytes | None = None
+    folder: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,11 +211,11 @@ class DeletePub:
     """Delete the retained publications of the given (wildcard) topics."""
 
     topics: tuple[str, ...]
-    sub_point: str | None
-    options: DelOpt
-    q_mgr_name: str | None
-    q_name: str | None
-    folder: str
+    sub_point: str | None = None
+    options: DelOpt = NO_DEL_OPTIONS
+    q_mgr_name: str | None = None
+    q_name: str | None = None
+    folder: str = ""
 
 
 Command = Publish | RegSub | DeregSub | ReqUpdate | DeletePub

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from broker.protocol import psc, rfh2
 from broker.protocol.messages import command_message, decode_publication
 from broker.protocol.mqtt.packets import Publish
-from broker.protocol.options import DelOpt, PubOpt, RegOpt
+from broker.protocol.options import PubOpt, RegOpt
 from queues import Message
 from queues.ids import mq_date_time, now_ms, unique_id
 from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, derive
@@ -78,14 +78,7 @@ def _template(topic: str, qos: int, retain: bool, origin: str) -> tuple[Message,
     marked = f"<origin>{origin}</origin>" if origin else ""
     command = psc.Publish(
         topics=(topic,),
-        sub_point=None,
         options=PubOpt.RetainPub if retain else PubOpt(0),
-        pub_time=None,
-        seq_num=None,
-        q_mgr_name=None,
-        q_name=None,
-        correl_id=None,
-        folder="",
     )
     message = command_message(
         command,
@@ -100,9 +93,7 @@ def _template(topic: str, qos: int, retain: bool, origin: str) -> tuple[Message,
 def retained_deletion(topic: str, user_id: str) -> Message:
     """A zero-length retained PUBLISH deletes the topic's retained publication, here and at
     the neighbours, as DeletePub does."""
-    command = psc.DeletePub(
-        topics=(topic,), sub_point=None, options=DelOpt(0), q_mgr_name=None, q_name=None, folder=""
-    )
+    command = psc.DeletePub((topic,))
     return _stamped(command_message(command, request=False, user_id=user_id))
 
 
@@ -139,16 +130,8 @@ def typed_registration(
     kind = psc.DeregSub if remove else psc.RegSub
     command = kind(
         topics=filters,
-        sub_point=None,
-        filter=None,
-        q_mgr_name=None,
         q_name=queue,
         options=options,
-        sub_name=None,
-        sub_identity=None,
-        sub_user_data=None,
-        correl_id=None,
-        folder="",
     )
     message = _stamped(command_message(command, request=False, user_id=user_id))
     folder = psc.render(command)

@@ -4,7 +4,7 @@ proxy commands) parse back to the same command, and look as IBM's samples write 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import TypeVar
 
 import pytest
@@ -282,3 +282,29 @@ def test_escaped_text_parses_back_exactly(value: str) -> None:
     command = parse(folder)
     assert isinstance(command, RegSub)
     assert command.sub_user_data == value
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        psc.Publish(("Sport/Soccer",)),
+        psc.RegSub(("Sport/#",), q_name="SUBQ"),
+        psc.DeregSub(("Sport/#",), q_name="SUBQ"),
+        psc.ReqUpdate("Sport/#", q_name="SUBQ"),
+        psc.DeletePub(("Sport/Soccer",)),
+    ],
+)
+def test_a_command_built_from_its_topics_alone_means_what_a_folder_without_the_rest_means(
+    command: psc.Command,
+) -> None:
+    """The fields left out default to what the absent elements mean: the command renders
+    to a folder that parses back to it."""
+    parsed = psc.parse(psc.render(command))
+    assert replace(parsed, folder="") == command
+
+
+def test_regsub_and_deregsub_share_one_shape_but_stay_two_commands() -> None:
+    registration = psc.RegSub(("a",), q_name="Q", sub_name="s")
+    deregistration = psc.DeregSub(("a",), q_name="Q", sub_name="s")
+    assert astuple(registration) == astuple(deregistration)
+    assert not isinstance(deregistration, psc.RegSub) and not isinstance(registration, psc.DeregSub)
