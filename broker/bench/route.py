@@ -112,9 +112,7 @@ def topic(k: int) -> str:
 
 def publication(k: int, stamp: bool = False) -> Any:
     body = (str(now_ms()).encode() if stamp else b"").ljust(16, b" ") + bytes(BODY_SIZE - 16)
-    command = psc.Publish(
-        topics=(topic(k),),
-    )
+    command = psc.Publish((topic(k),))
     return command_message(command, payload=body, payload_format=MQFMT_STRING, request=False, user_id="bench")
 
 

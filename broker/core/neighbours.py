@@ -22,7 +22,7 @@ from broker.core.effects import FORWARD, PROXY, Effect, Put, RemoveSubscription
 from broker.core.state import BrokerState
 from broker.core.subscription import Subscription
 from broker.protocol import brokerpath, psc, rfh2
-from broker.protocol.options import DelOpt, RegOpt
+from broker.protocol.options import RegOpt
 from queues import xqh
 from queues.ids import derived_id, mq_date_time
 from queues.message import (
@@ -148,9 +148,7 @@ def forwarded_delete(
     now: int,
 ) -> Put:
     """A network-wide DeletePub passed on to ``neighbour``."""
-    command = psc.DeletePub(
-        topics=topics, sub_point=sub_point or None, options=DelOpt(0), q_mgr_name=None, q_name=None, folder=""
-    )
+    command = psc.DeletePub(topics, sub_point=sub_point or None)
     msg_id = derived_id(b"delete", path.origin_msg_id, neighbour.encode())
     message = command_message(state, (psc.render(command), brokerpath.render(path)), msg_id, now)
     return Put(state.config.inter_broker_queue, message, neighbour, FORWARD)

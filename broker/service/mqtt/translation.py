@@ -76,10 +76,7 @@ def _template(topic: str, qos: int, retain: bool, origin: str) -> tuple[Message,
     """The Publish command of a publication on ``topic`` with an empty payload (the MQRFH2's
     headers come first, the payload is what follows them), and its headers as decoded."""
     marked = f"<origin>{origin}</origin>" if origin else ""
-    command = psc.Publish(
-        topics=(topic,),
-        options=PubOpt.RetainPub if retain else PubOpt(0),
-    )
+    command = psc.Publish((topic,), options=PubOpt.RetainPub if retain else psc.NO_PUB_OPTIONS)
     message = command_message(
         command,
         payload_format=MQFMT_NONE,
@@ -106,18 +103,6 @@ class Typed(NamedTuple):
     command: psc.Command
 
 
-def registration(
-    filters: tuple[str, ...],
-    queue: str,
-    user_id: str,
-    *,
-    remove: bool = False,
-    options: RegOpt = SUBSCRIPTION_OPTIONS,
-) -> Message:
-    """RegSub (or DeregSub) of ``filters`` for the session queue ``queue``."""
-    return typed_registration(filters, queue, user_id, remove=remove, options=options).message
-
-
 def typed_registration(
     filters: tuple[str, ...],
     queue: str,
@@ -126,13 +111,10 @@ def typed_registration(
     remove: bool = False,
     options: RegOpt = SUBSCRIPTION_OPTIONS,
 ) -> Typed:
-    """:func:`registration`, with its headers and command (a SUBSCRIBE's path: routed at once)."""
+    """RegSub (or DeregSub) of ``filters`` for the session queue ``queue``, with its headers and
+    command (a SUBSCRIBE's path: routed at once)."""
     kind = psc.DeregSub if remove else psc.RegSub
-    command = kind(
-        topics=filters,
-        q_name=queue,
-        options=options,
-    )
+    command = kind(filters, q_name=queue, options=options)
     message = _stamped(command_message(command, request=False, user_id=user_id))
     folder = psc.render(command)
     header = rfh2.RFH2Header(folders=(folder,))  # as command_message builds it
