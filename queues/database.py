@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+import weakref
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -110,11 +111,11 @@ def _ping_when_idle(engine: Engine) -> None:
     it with a new one (a server that is down then fails the checkout itself). Once the
     pool has had to drop one connection, every connection checked in before that is
     pinged too: a restarted server broke them all."""
-    suspect_since = [0.0]
+    _suspect_since[engine] = 0.0
 
     @event.listens_for(engine, "invalidate")
     def _invalidated(*_args: Any) -> None:
-        suspect_since[0] = time.monotonic()
+        _suspect_since[engine] = time.monotonic()
 
     @event.listens_for(engine, "checkin")
     def _checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -122,19 +123,51 @@ def _ping_when_idle(engine: Engine) -> None:
 
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        if dbapi_connection.closed:
-            raise DisconnectionError("connection closed")
         idle_since = record.info.pop(_IDLE_SINCE, None)
-        if idle_since is None:
+        if idle_since is None and not dbapi_connection.closed:
             return  # a new connection, made to a server that accepts writes (normalise_url)
-        if _read_only(dbapi_connection):
-            raise DisconnectionError("the server no longer accepts writes")
-        if time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS and idle_since > suspect_since[0]:
-            return
-        try:
-            engine.dialect.do_ping(dbapi_connection)
-        except Exception as exc:
-            raise DisconnectionError(f"ping failed: {exc}") from exc
+        problem = _problem(engine, dbapi_connection, idle_since or 0.0)
+        if problem:
+            raise DisconnectionError(problem)
+
+
+# When each engine last had a connection invalidated: every connection idle since then is
+# suspect (see _ping_when_idle).
+_suspect_since: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
+
+
+def _problem(engine: Engine, dbapi_connection: Any, idle_since: float) -> str | None:
+    """Why a connection idle since ``idle_since`` (time.monotonic()) must not be used, or
+    None: closed, on a server that no longer accepts writes, or, once it has been idle for
+    ``PING_AFTER_IDLE_SECONDS`` or since another connection was found broken, unanswered."""
+    if dbapi_connection.closed:
+        return "connection closed"
+    if _read_only(dbapi_connection):
+        return "the server no longer accepts writes"
+    recent = time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS
+    if recent and idle_since > _suspect_since.get(engine, 0.0):
+        return None
+    try:
+        engine.dialect.do_ping(dbapi_connection)
+    except Exception as exc:
+        return f"ping failed: {exc}"
+    return None
+
+
+def held_connection_usable(conn: Connection, idle_since: float) -> bool:
+    """Whether ``conn``, held outside the pool and idle since ``idle_since``
+    (time.monotonic()), may be used again, judged as the pool judges a connection at
+    checkout; one that may not is invalidated (the caller opens another). A server
+    restarted while it sat idle broke it without a word: without this, the first batch
+    after the restart would fail on it, and fail its clients."""
+    if conn.closed or conn.invalidated:
+        return False
+    if conn.engine not in _suspect_since:  # SQLite: a file does not restart
+        return True
+    if _problem(conn.engine, conn.connection.dbapi_connection, idle_since) is None:
+        return True
+    conn.invalidate()
+    return False
 
 
 def _read_only(dbapi_connection: Any) -> bool:

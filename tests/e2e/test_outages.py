@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import errno
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from broker.core.system import DEFAULT_STREAM
+from broker.protocol.mqtt.packets import ConnAck, Publish, SubAck, Subscribe
+from queues import database
+from tests.broker.service.mqtt.clients import MqttBroker, Raw, eventually
 from tests.e2e.outages import Harness, hold_sqlite_write_lock
-from tests.e2e.processes import PrivateCluster
+from tests.e2e.processes import Brokers, PrivateCluster, publication
 
 pytestmark = pytest.mark.slow
 
@@ -130,3 +135,36 @@ def test_sqlite_file_made_read_only(tmp_path: Path) -> None:
     finally:
         subprocess.run(["chattr", "-i", *files], check=False)
         harness.close()
+
+
+def test_a_broker_idle_through_a_restart_serves_its_next_client_and_publication_at_once(
+    private_postgres: PrivateCluster, tmp_path: Path
+) -> None:
+    """No traffic while PostgreSQL restarts: the first CONNECT after it is accepted (not
+    refused with 3 because the listener's own connection died unseen), and an MQRFH2
+    publication reaches the MQTT subscriber that was waiting throughout."""
+    brokers = Brokers(private_postgres.url, tmp_path)
+    try:
+        broker = MqttBroker(brokers)
+        subscriber = Raw(broker.port)
+        assert subscriber.connect("waiting", clean=False) == ConnAck(False, 0)
+        subscriber.send(Subscribe(1, (("w/#", 1),)))
+        assert subscriber.next() == SubAck(1, (1,))
+        newcomer = Raw(broker.port)
+        assert newcomer.connect("before") == ConnAck(False, 0)  # the listener has used its connection
+        newcomer.close()
+        assert eventually(lambda: bool(broker.process.lines("mqtt client disconnected")))  # its end written
+        private_postgres.restart()
+        time.sleep(2 * database.PING_AFTER_IDLE_SECONDS)  # every connection idle past it
+        newcomer = Raw(broker.port)
+        assert newcomer.connect("after", clean=False) == ConnAck(False, 0)
+        newcomer.close()
+        brokers.qm.put(DEFAULT_STREAM, publication("w/x", 1))
+        delivered = subscriber.next()
+        assert isinstance(delivered, Publish) and (delivered.topic, delivered.payload) == ("w/x", b"1")
+        subscriber.close()
+        reasons = [line["reason"] for line in broker.process.lines("mqtt client disconnected")]
+        assert not [reason for reason in reasons if "return code 3" in reason]
+        assert "Traceback" not in broker.process.log_path.read_text()
+    finally:
+        brokers.close()

@@ -10,6 +10,7 @@ its pragmas.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,6 +97,50 @@ def test_a_broken_connection_is_reported_once_then_replaced_with_every_other_it_
     with pg_engine.connect() as conn, pg_engine.connect() as other:
         fresh = {int(c.execute(text("SELECT pg_backend_pid()")).scalar_one()) for c in (conn, other)}
     assert not fresh & set(pids)
+
+
+def test_a_held_connection_the_server_dropped_while_it_sat_idle_is_found_out_and_invalidated(
+    pg_engine: Engine,
+) -> None:
+    """A connection held outside the pool (the MQTT gateway's) is judged as the pool judges
+    one at checkout: after a restart, its first batch must not be the one that finds out."""
+    conn = pg_engine.connect()
+    try:
+        pid = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        conn.rollback()
+        idle_since = time.monotonic() - database.PING_AFTER_IDLE_SECONDS
+        assert database.held_connection_usable(conn, idle_since)  # pinged: it answers
+        terminate(pg_engine, pid)
+        assert database.held_connection_usable(conn, time.monotonic())  # busy: not pinged
+        assert not database.held_connection_usable(conn, idle_since)
+        assert conn.invalidated
+    finally:
+        conn.close()
+
+
+def test_a_held_connection_is_pinged_once_another_was_found_broken(pg_engine: Engine) -> None:
+    held = pg_engine.connect()
+    try:
+        pid = int(held.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        held.rollback()
+        used = time.monotonic()
+        terminate(pg_engine, pid)
+        with pg_engine.connect() as other:
+            other.invalidate()  # as a pooled connection the restart broke is
+        assert not database.held_connection_usable(held, used)
+    finally:
+        held.close()
+
+
+def test_a_held_sqlite_connection_is_never_pinged(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/broker.db")
+    try:
+        made = pings(engine, monkeypatch)
+        with engine.connect() as conn:
+            assert database.held_connection_usable(conn, 0.0)
+        assert not made
+    finally:
+        engine.dispose()
 
 
 def test_sqlite_engines_are_left_as_they_were(tmp_path: object) -> None:

@@ -78,6 +78,7 @@ from broker.store import mqtt as sessions
 from broker.store import nodes
 from broker.store.changes import current_version, version_now
 from queues import QueueManager, UnitOfWork, sql
+from queues.database import held_connection_usable
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError, UnknownObject
 from queues.ids import now_ms
@@ -542,6 +543,7 @@ class Gateway:
         # The thread's own connection, for every batch (see connection), and on SQLite the
         # data version it read when the state was last known current.
         self._connection: Connection | None = None
+        self._connection_used = 0.0  # time.monotonic() the batches last asked for it
         self._data_version: int | None = None
 
     def start(self, address: str = "") -> None:
@@ -782,11 +784,12 @@ class Gateway:
         pool for each batch cost more than a small batch's own statements (its checkout, and
         on SQLite a cold page cache), and on SQLite it tells for nothing whether anybody else
         has committed since the state was last known current (``PRAGMA data_version``)."""
-        held = self._connection
-        if held is None or held.closed or held.invalidated:
+        held, now = self._connection, time.monotonic()
+        if held is None or not held_connection_usable(held, self._connection_used):
             self._drop_connection()
             held = self._connection = self.qm.engine.connect()
             _end_when_stopped(held, self.settings.node_timeout)
+        self._connection_used = now
         return held
 
     def _drop_connection(self) -> None:
