@@ -1,7 +1,6 @@
 """The broker's admin REST API (FastAPI): ``create_app(qm, settings)`` and serve it with uvicorn.
 
-``create_app`` is loaded on first use, so that the CLI's token commands read
-``admin_api.accounts`` without loading FastAPI.
+``create_app`` is loaded on first use, so that importing the package loads no FastAPI.
 """
 
 from __future__ import annotations

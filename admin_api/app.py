@@ -2,7 +2,7 @@
 
 It holds no SQL and no routing logic: queues go to :class:`~queues.QueueManager`,
 ACLs and listings to ``broker.store``, tokens and the audit log to
-``admin_api.accounts``, and subscription and retained-publication changes to the
+``broker.admin.accounts``, and subscription and retained-publication changes to the
 broker itself as command messages (``admin_api.commands``). Everything an app
 needs lives on the app, so one process can hold several (one per database).
 

@@ -22,9 +22,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from admin_api import accounts
-from admin_api.accounts import Token
 from admin_api.object_names import SLASH_IN_NAME
+from broker.admin import accounts
+from broker.admin.accounts import Token
 from queues import QueueManager
 
 log = logging.getLogger("admin_api.audit")

@@ -18,10 +18,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from admin_api.accounts import Role, Token
 from admin_api.problems import ApiProblem
 from admin_api.services import Svc
 from admin_api.signins import BEARER, Throttled
+from broker.admin.accounts import Role, Token
 
 _bearer = HTTPBearer(
     auto_error=False,

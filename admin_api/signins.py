@@ -16,9 +16,9 @@ from typing import Any
 from fastapi import Request
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from admin_api import accounts
-from admin_api.accounts import Token
 from admin_api.auditing import record_failed_sign_in
+from broker.admin import accounts
+from broker.admin.accounts import Token
 from broker.core.throttle import address_key
 from broker.service.config import Settings
 from broker.service.throttling import Guard

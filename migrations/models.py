@@ -6,10 +6,9 @@ and ``queues.schema``, so reading them here loads no other code of the package.
 
 from __future__ import annotations
 
-from admin_api.schema import metadata as api_metadata
+from broker.admin.schema import metadata as admin_metadata
 from broker.network.schema import metadata as network_metadata
-from broker.spark.schema import metadata as spark_metadata
 from broker.store.schema import metadata as broker_metadata
 from queues.schema import metadata as queue_metadata
 
-target_metadata = [queue_metadata, broker_metadata, network_metadata, spark_metadata, api_metadata]
+target_metadata = [queue_metadata, broker_metadata, network_metadata, admin_metadata]

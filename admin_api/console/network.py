@@ -16,8 +16,8 @@ from admin_api.routers import acl as acl_api
 from admin_api.routers import subscriptions as subscriptions_api
 from admin_api.services import Svc
 from broker import store
+from broker.admin import neighbours
 from broker.core.authority import check_principal
-from broker.network import manage
 from broker.store.acl import rule_json
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -34,7 +34,7 @@ def network(request: Request, session: Viewing, svc: Svc) -> HTMLResponse:
         request,
         "network.html",
         session,
-        neighbours=manage.neighbour_status(svc.qm),
+        neighbours=neighbours.neighbour_status(svc.qm),
         proxies=[subscriptions_api.subscription_out(i, s) for i, s in proxies],
         more_proxies=len(proxies) == PROXIES,
     )

@@ -20,7 +20,7 @@ from admin_api.console.sessions import Viewing
 from admin_api.models import Counters
 from admin_api.routers.status import live_routers, total
 from admin_api.services import Services, Svc
-from broker.network import manage
+from broker.admin import neighbours
 from broker.store import mqtt
 from queues.ids import now_ms
 
@@ -52,7 +52,7 @@ def _live(request: Request, svc: Services) -> dict[str, Any]:
         "current": {name: (values[-1] if values else None) for name, values in series.items()},
         "deepest": svc.qm.deepest_queues(DEEPEST),
         "problems": svc.queue_problems(),
-        "neighbours": manage.neighbour_status(svc.qm),
+        "neighbours": neighbours.neighbour_status(svc.qm),
         "mqtt_sessions": _mqtt_sessions(svc),
         "errors": errors,
     }

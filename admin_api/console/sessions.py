@@ -21,9 +21,9 @@ from urllib.parse import parse_qs
 
 from fastapi import Depends, Request
 
-from admin_api.accounts import Role, Token
 from admin_api.services import Svc
 from admin_api.signins import SESSION, Throttled
+from broker.admin.accounts import Role, Token
 
 COOKIE = "broker_console"
 CSRF_FIELD = "csrf"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from admin_api import accounts
 from admin_api.models import DEFAULT_LIMIT, MAX_ID, MAX_LIMIT, AuditEntryOut, AuditPage
 from admin_api.security import AdminToken
 from admin_api.services import Svc
+from broker.admin import accounts
 
 router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
 

@@ -20,7 +20,8 @@ from admin_api.models import Flag, Strict
 from admin_api.problems import ApiProblem, responses
 from admin_api.security import AdminToken, ViewerToken
 from admin_api.services import Svc
-from broker.network import inbound, links, manage, topology
+from broker.admin import neighbours
+from broker.network import inbound, links, topology
 from broker.network.channel import SENDER_HEADER
 from queues.errors import MQError
 from queues.names import MAX_NAME_LENGTH, NAME_PATTERN
@@ -86,7 +87,7 @@ class Reachable(BaseModel):
 
 
 def _neighbour(svc: Any, name: str) -> Neighbour:
-    for status in manage.neighbour_status(svc.qm):
+    for status in neighbours.neighbour_status(svc.qm):
         if status.link.name == name:
             return Neighbour.model_validate(status.as_dict())
     raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined")
@@ -95,7 +96,7 @@ def _neighbour(svc: Any, name: str) -> Neighbour:
 @router.get("/neighbours", response_model=list[Neighbour])
 def list_neighbours(svc: Svc, _: ViewerToken) -> list[Neighbour]:
     """Neighbours with their channel state: messages waiting, in flight, the last error."""
-    return [Neighbour.model_validate(s.as_dict()) for s in manage.neighbour_status(svc.qm)]
+    return [Neighbour.model_validate(s.as_dict()) for s in neighbours.neighbour_status(svc.qm)]
 
 
 @router.post(
@@ -109,7 +110,7 @@ def add_neighbour(body: NeighbourIn, request: Request, svc: Svc, _: AdminToken) 
     (MQRC_LOOPING_PUBLICATION) if it would close a cycle."""
     try:
         with svc.neighbours_http() as http:
-            link, warning = manage.add_neighbour(
+            link, warning = neighbours.add_neighbour(
                 svc.qm, body.name, body.url, body.token, check_topology=body.check_topology, http=http
             )
     except topology.CycleDetected as exc:
@@ -129,7 +130,7 @@ def remove_neighbour(
 ) -> None:
     """Unlink a neighbour; refused (409) while messages wait for it, unless ``purge``."""
     try:
-        discarded = manage.remove_neighbour(svc.qm, name, purge=purge)
+        discarded = neighbours.remove_neighbour(svc.qm, name, purge=purge)
     except MQError as exc:
         if exc.reason == Reason.MQRCCF_UNKNOWN_BROKER:
             raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined") from None

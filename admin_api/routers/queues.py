@@ -48,7 +48,7 @@ from admin_api.models import (
 from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
 from admin_api.services import Svc
-from broker.service import subscriber_queues
+from broker.admin import subscriber_queues
 from queues import DEAD_LETTER_QUEUE, Browsed, Message, NoMessageAvailable, UnitOfWork, dlh
 from queues.definition import QueueDefinition
 from queues.errors import MQError

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from admin_api import accounts
-from admin_api.accounts import Token
 from admin_api.auditing import note
 from admin_api.models import DEFAULT_LIMIT, MAX_ID, MAX_LIMIT, IssuedTokenOut, TokenIn, TokenOut, TokenPage
 from admin_api.problems import not_found, responses
 from admin_api.security import AdminToken
 from admin_api.services import Svc
+from broker.admin import accounts
+from broker.admin.accounts import Token
 from queues.errors import MQError
 from queues.reasons import Reason
 

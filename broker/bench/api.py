@@ -43,8 +43,8 @@ import httpx
 import psycopg
 from sqlalchemy import Engine
 
-from admin_api import accounts
 from broker import store
+from broker.admin import accounts
 from broker.bench.options import emit, log_file, positive
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.core.subscription import Identity, Subscription, SubscriptionKey

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert, select
 
-from admin_api import accounts
+from broker.admin import accounts
 from broker.bench import api as api_bench
 from broker.bench.api import Case, Latency, latencies, serving
 from broker.bench.options import DATABASES, emit, positive

@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from broker import store
+from broker.admin import neighbours
 from broker.bench import processes
 from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.route import (
@@ -57,7 +58,7 @@ from broker.bench.route import (
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.client import BrokerClient
 from broker.core.system import DEFAULT_STREAM, INTER_BROKER_QUEUE
-from broker.network import links, manage
+from broker.network import links
 from broker.service.provision import prepare_database
 from queues import QueueManager, make_engine
 from queues.definition import MAX_MAX_DEPTH
@@ -193,8 +194,8 @@ def network(kind: str, pg_url: str, batch_size: int) -> Iterator[dict[str, Node]
             stack.callback(nodes[name].qm.close)
             stack.callback(nodes[name].stop)
         for (a, b), token in TOKENS.items():
-            manage.add_neighbour(nodes[a].qm, b, nodes[b].api, token, check_topology=False)
-            manage.add_neighbour(nodes[b].qm, a, nodes[a].api, token, check_topology=False)
+            neighbours.add_neighbour(nodes[a].qm, b, nodes[b].api, token, check_topology=False)
+            neighbours.add_neighbour(nodes[b].qm, a, nodes[a].api, token, check_topology=False)
         for node in nodes.values():
             node.start()
         subscribe(nodes["QMC"])

@@ -46,11 +46,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def add_neighbour(ctx: Context) -> None:
-    from broker.network import manage
+    from broker.admin import neighbours
 
     a = ctx.args
     token = a.token if a.token is not None else _read_secret(a.token_file)
-    link, warning = manage.add_neighbour(ctx.qm, a.name, a.url, token, check_topology=not a.no_topology_check)
+    checked = not a.no_topology_check
+    link, warning = neighbours.add_neighbour(ctx.qm, a.name, a.url, token, check_topology=checked)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     ctx.emit(
@@ -69,9 +70,9 @@ def _read_secret(path: str) -> str:
 
 
 def list_neighbours(ctx: Context) -> None:
-    from broker.network import manage
+    from broker.admin import neighbours
 
-    rows = [status.as_dict() for status in manage.neighbour_status(ctx.qm)]
+    rows = [status.as_dict() for status in neighbours.neighbour_status(ctx.qm)]
     text = [f"{'NEIGHBOUR':<20} {'WAITING':>8} {'IN FLIGHT':>9}  {'URL':<30} LAST ERROR"]
     text += [
         f"{r['name']:<20} {r['transmission_depth']:>8} {r['in_flight']:>9}  {r['url']:<30} "
@@ -82,9 +83,9 @@ def list_neighbours(ctx: Context) -> None:
 
 
 def remove_neighbour(ctx: Context) -> None:
-    from broker.network import manage
+    from broker.admin import neighbours
 
-    discarded = manage.remove_neighbour(ctx.qm, ctx.args.name, purge=ctx.args.purge)
+    discarded = neighbours.remove_neighbour(ctx.qm, ctx.args.name, purge=ctx.args.purge)
     ctx.emit(
         {"name": ctx.args.name, "removed": True, "discarded": discarded},
         f"neighbour {ctx.args.name} removed" + (f" ({discarded} messages discarded)" if discarded else ""),

@@ -118,8 +118,8 @@ def purge_queue(ctx: Context) -> None:
 
 
 def delete_queue(ctx: Context) -> None:
+    from broker.admin import subscriber_queues
     from broker.client import BrokerClient
-    from broker.service import subscriber_queues
 
     args = ctx.args
     admin = ctx.settings.admin_group

@@ -19,9 +19,9 @@ from queues.message import USER_ID_LENGTH
 from queues.reasons import Reason
 
 if TYPE_CHECKING:
-    from admin_api.accounts import Token
+    from broker.admin.accounts import Token
 
-ROLES = ("viewer", "operator", "admin")  # admin_api.accounts.Role, without loading SQLAlchemy
+ROLES = ("viewer", "operator", "admin")  # broker.admin.accounts.Role, without loading SQLAlchemy
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +59,7 @@ def token_json(token: Token) -> dict[str, object]:
 
 
 def _audit(ctx: Context, token: Token, what: str) -> None:
-    from admin_api import accounts
+    from broker.admin import accounts
 
     with ctx.qm.unit_of_work() as uow:
         accounts.record(
@@ -75,7 +75,7 @@ def _audit(ctx: Context, token: Token, what: str) -> None:
 
 
 def create_token(ctx: Context) -> None:
-    from admin_api import accounts
+    from broker.admin import accounts
 
     principal = ctx.args.principal or getpass.getuser()[:USER_ID_LENGTH]
     with ctx.qm.unit_of_work() as uow:
@@ -94,7 +94,7 @@ def _state(token: Token) -> str:
 
 
 def list_tokens(ctx: Context) -> None:
-    from admin_api import accounts
+    from broker.admin import accounts
 
     with ctx.qm.reading() as conn:
         found = accounts.list_tokens(conn, limit=None)
@@ -108,7 +108,7 @@ def list_tokens(ctx: Context) -> None:
 
 
 def revoke_token(ctx: Context) -> None:
-    from admin_api import accounts
+    from broker.admin import accounts
 
     with ctx.qm.unit_of_work() as uow:
         token = accounts.revoke_token(uow.connection, ctx.args.token_id, last_admin=ctx.args.force)

@@ -158,7 +158,7 @@ class RoutingService:
         """The queues this router cannot work without, for as long as it runs: what it
         routes from and the dead-letter queue (``queues.opens``: deleting them, or
         inhibiting what it does with them, is refused meanwhile). A neighbour's
-        transmission queue is held by the link itself (``broker.network.manage``)."""
+        transmission queue is held by the link itself (``broker.admin.neighbours``)."""
         qmgr = self.config.qmgr
         held = [
             QueueOpen(queue, f"broker {qmgr} routes from it", reads=True, min_msg_length=COMMAND_MSG_LENGTH)

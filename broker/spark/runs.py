@@ -18,7 +18,8 @@ from dataclasses import astuple, dataclass, fields
 
 from sqlalchemy import ColumnElement, Connection, Engine, delete, func, insert, select, update
 
-from broker.spark.schema import parts, runs
+from broker.store.schema import spark_parts as parts
+from broker.store.schema import spark_runs as runs
 from queues import sql
 from queues.errors import MQError
 from queues.reasons import Reason

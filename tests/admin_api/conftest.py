@@ -17,7 +17,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from admin_api import accounts, create_app
+from admin_api import create_app
+from broker.admin import accounts
 from broker.service.config import Settings
 from queues import QueueManager, Reason
 from tests.e2e.harness import ServiceThread, service

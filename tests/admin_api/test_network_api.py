@@ -2,7 +2,7 @@
 neighbours call with the link token instead of an API token.
 
 Neighbours this broker (QM1) asks about the topology answer through an ``httpx.MockTransport``
-put in place of the HTTP client that ``manage`` and the router would open.
+put in place of the HTTP client that ``broker.admin.neighbours`` and the router would open.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import httpx
 import pytest
 
 from admin_api import services as services_module
+from broker.admin import neighbours as admin_neighbours
 from broker.core.effects import Put
 from broker.core.neighbours import transmission
-from broker.network import manage, wire
+from broker.network import wire
 from broker.network.channel import SENDER_HEADER
 from queues import xqh
 from queues.message import Message
@@ -49,7 +50,7 @@ def neighbours(monkeypatch: pytest.MonkeyPatch) -> dict[str, Handler]:
         return httpx.Client(transport=httpx.MockTransport(route))
 
     mocked = SimpleNamespace(**{**vars(httpx), "Client": client})  # httpx, its Client mocked
-    for module in (manage, services_module):
+    for module in (admin_neighbours, services_module):
         monkeypatch.setattr(module, "httpx", mocked)
     return answers
 
@@ -63,7 +64,7 @@ def stranger(_: httpx.Request) -> httpx.Response:
 
 
 def link(api: Api, name: str = "QMB", url: str = URL_B, token: str = TOKEN) -> None:
-    manage.add_neighbour(api.qm, name, url, token, check_topology=False)
+    admin_neighbours.add_neighbour(api.qm, name, url, token, check_topology=False)
 
 
 # -- neighbours ----------------------------------------------------------------------------------

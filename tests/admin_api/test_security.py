@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from admin_api import accounts
+from broker.admin import accounts
 from queues import QueueManager
 from tests.admin_api.conftest import Api, issue, start_api
 

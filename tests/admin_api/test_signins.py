@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin_api import accounts
 from admin_api.console.sessions import COOKIE
+from broker.admin import accounts
 from queues import QueueManager
 from tests.admin_api.conftest import Api, assert_problem, issue, start_api
 

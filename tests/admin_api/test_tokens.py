@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admin_api import accounts
+from broker.admin import accounts
 from tests.admin_api.conftest import Api, assert_problem
 
 TOKENS = "/api/v1/tokens"

@@ -12,8 +12,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, Table, func, insert, inspect, select, text
 
 import migrations
-from broker.spark.schema import runs
 from broker.store import mqtt
+from broker.store.schema import spark_runs as runs
 from migrations.models import target_metadata
 from queues import Message, QueueManager, make_engine, sql
 from tests.conftest import PostgresDatabases

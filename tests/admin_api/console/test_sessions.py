@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from admin_api import accounts
 from admin_api.console.pages import CSP
 from admin_api.console.sessions import COOKIE, CSRF_HEADER, csrf_token
+from broker.admin import accounts
 from tests.admin_api.conftest import Api
 
 PAGES = (

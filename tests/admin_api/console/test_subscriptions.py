@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admin_api import accounts
+from broker.admin import accounts
 from broker.client import BrokerClient
 from broker.core.effects import AddSubscription
 from broker.store import mqtt

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from admin_api import accounts
+from broker.admin import accounts
 from broker.cli import main
 from queues import QueueManager, make_engine
 

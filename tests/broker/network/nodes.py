@@ -21,9 +21,10 @@ from typing import Any
 
 import httpx
 
+from broker.admin import neighbours
 from broker.bench import processes
 from broker.client import BrokerClient
-from broker.network import links, manage
+from broker.network import links
 from broker.service.provision import prepare_database
 from queues import QueueManager, make_engine
 
@@ -98,7 +99,7 @@ class Node:
 
     def link(self, other: Node, token: str, *, check_topology: bool = True) -> str | None:
         """Define the link to ``other`` on this side; returns the warning, if any."""
-        _, warning = manage.add_neighbour(
+        _, warning = neighbours.add_neighbour(
             self.qm, other.name, other.api, token, check_topology=check_topology
         )
         return warning

@@ -22,9 +22,10 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from admin_api.models import MAX_BODY_BYTES
+from broker.admin import neighbours
 from broker.core.effects import Put
 from broker.core.neighbours import transmission
-from broker.network import channel, inbound, links, manage, wire
+from broker.network import channel, inbound, links, wire
 from queues import DEAD_LETTER_QUEUE, QueueManager, make_engine, sql
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError
@@ -120,7 +121,7 @@ def link(sites: Sites) -> Iterator[Link]:
     add(receiver, SENDER, url="http://qmb.test:8080")
     receiver.define_queue(DESTINATION, max_depth=MAX_MAX_DEPTH)
     sender = sites.qm(SENDER)
-    manage.add_neighbour(sender, RECEIVER, RECEIVER_URL, TOKEN, check_topology=False)
+    neighbours.add_neighbour(sender, RECEIVER, RECEIVER_URL, TOKEN, check_topology=False)
     neighbour = Neighbour(receiver)
     with httpx.Client(transport=httpx.MockTransport(neighbour.handle)) as http:
         yield Link(sender, receiver, neighbour, http, sites)
@@ -410,7 +411,7 @@ def test_the_supervisor_runs_an_agent_per_link_and_follows_links_as_they_come_an
         assert set(supervisor.agents) == {RECEIVER}
         # The agent counts a batch after the commit that confirms it: drained comes first.
         assert wait_until(lambda: supervisor.sent == 7)
-        manage.remove_neighbour(link.sender, RECEIVER)
+        neighbours.remove_neighbour(link.sender, RECEIVER)
         assert wait_until(lambda: not supervisor.agents)
     finally:
         stop.set()

@@ -219,7 +219,7 @@ def test_a_link_that_would_close_a_cycle_is_refused(network: dict[str, Node]) ->
 
 
 def test_the_api_refuses_a_cycle_with_409(network: dict[str, Node]) -> None:
-    from admin_api import accounts
+    from broker.admin import accounts
 
     c, b = network["QMC"], network["QMB"]
     with c.qm.engine.begin() as conn:

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from admin_api.problems import status_of
-from broker.network import links, manage, topology
+from broker.admin import neighbours
+from broker.network import links, topology
 from broker.network.channel import SENDER_HEADER
 from queues import QueueManager
 from queues.errors import MQError, UnknownObject
@@ -66,8 +67,8 @@ class Network:
         self.define(b, a)
 
     def add(self, here: str, there: str, *, check_topology: bool = True) -> str | None:
-        """``manage.add_neighbour`` as the CLI and the API call it; returns the warning."""
-        _, warning = manage.add_neighbour(
+        """``neighbours.add_neighbour`` as the CLI and the API call it; returns the warning."""
+        _, warning = neighbours.add_neighbour(
             self.qms[here],
             there,
             url(there),
@@ -199,7 +200,7 @@ def test_an_answer_that_cannot_be_read_is_3085(sites: Sites, content: bytes) -> 
     qm = sites.qm("QMA")
     answer = httpx.MockTransport(lambda _: httpx.Response(200, content=content))
     with httpx.Client(transport=answer) as http, pytest.raises(MQError) as refused:
-        manage.add_neighbour(qm, "QMX", url("QMX"), token("QMA", "QMX"), http=http)
+        neighbours.add_neighbour(qm, "QMX", url("QMX"), token("QMA", "QMX"), http=http)
     assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER
     assert refused.value.detail.startswith("cannot verify the topology: QMX answered 200 without routes")
     assert nothing_recorded(qm, "QMX")
@@ -208,5 +209,5 @@ def test_an_answer_that_cannot_be_read_is_3085(sites: Sites, content: bytes) -> 
 def test_a_409_without_a_readable_body_is_still_a_cycle(sites: Sites) -> None:
     answer = httpx.MockTransport(lambda _: httpx.Response(409, content=b"cycle!"))
     with httpx.Client(transport=answer) as http, pytest.raises(topology.CycleDetected) as refused:
-        manage.add_neighbour(sites.qm("QMA"), "QMX", url("QMX"), token("QMA", "QMX"), http=http)
+        neighbours.add_neighbour(sites.qm("QMA"), "QMX", url("QMX"), token("QMA", "QMX"), http=http)
     assert refused.value.detail == "the network already has a cycle"

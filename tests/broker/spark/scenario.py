@@ -28,9 +28,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from broker import store
+from broker.admin.neighbours import add_neighbour
 from broker.core.authority import AclRule, Permission, PrincipalKind
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM, INTER_BROKER_QUEUE
-from broker.network.manage import add_neighbour
 from broker.service.config import Settings
 from broker.service.provision import prepare_database
 from broker.service.router import RoutingService

@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 
 from broker.core.system import DEFAULT_STREAM
 from broker.spark import job
-from broker.spark.schema import RUN_TABLES
 from broker.store import leases
+from broker.store.schema import SPARK_RUN_TABLES as RUN_TABLES
 from broker.store.schema import leases as lease_rows
 from queues import DEAD_LETTER_QUEUE, dlh
 from queues.ids import now_ms

@@ -15,9 +15,9 @@ from sqlalchemy import func, select, update
 
 from broker.core.system import DEFAULT_STREAM
 from broker.spark import job
-from broker.spark.schema import parts
 from broker.store import leases
 from broker.store.schema import leases as lease_rows
+from broker.store.schema import spark_parts as parts
 from tests.broker.spark.scenario import Broker, backlog, contents, load
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, func, select
 from broker.core.system import DEFAULT_STREAM
 from broker.spark import runs
 from broker.spark.runs import PartSummary, input_order
-from broker.spark.schema import parts
-from broker.spark.schema import runs as runs_table
+from broker.store.schema import spark_parts as parts
+from broker.store.schema import spark_runs as runs_table
 
 
 def markers(engine: Engine, job: str | None = None) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from admin_api.schema import api_audit, api_tokens
+from broker.admin.schema import api_audit, api_tokens
 from broker.core.authority import check_principal
 from queues.errors import MQError
 from queues.ids import now_ms

@@ -1,4 +1,4 @@
-"""broker.network.manage: defining and removing neighbours as the CLI and the admin API do."""
+"""broker.admin.neighbours: defining and removing neighbours as the CLI and the admin API do."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from broker.admin import neighbours
 from broker.core.effects import Put
 from broker.core.neighbours import transmission
-from broker.network import links, manage
+from broker.network import links
 from queues import QueueManager
 from queues.definition import MAX_MAX_DEPTH
 from queues.errors import MQError, UnknownObject
@@ -45,7 +46,7 @@ def http() -> Iterator[httpx.Client]:
 
 def add_neighbour(qm: QueueManager, name: str = "QMB", **options: object) -> links.Link:
     options.setdefault("check_topology", False)
-    link, _ = manage.add_neighbour(qm, name, URL, TOKEN, **options)  # type: ignore[arg-type]
+    link, _ = neighbours.add_neighbour(qm, name, URL, TOKEN, **options)  # type: ignore[arg-type]
     return link
 
 
@@ -55,7 +56,7 @@ def wait_for(qm: QueueManager, neighbour: str, count: int) -> None:
 
 
 def test_adding_a_neighbour_defines_its_transmission_queue(qm: QueueManager, http: httpx.Client) -> None:
-    link, warning = manage.add_neighbour(qm, "QMB", URL, TOKEN, http=http)
+    link, warning = neighbours.add_neighbour(qm, "QMB", URL, TOKEN, http=http)
     assert warning is None
     assert (link.name, link.url, link.token) == ("QMB", URL, TOKEN)
     xmitq = qm.inquire_queue("QMB")
@@ -72,7 +73,7 @@ def test_a_transmission_queue_defined_beforehand_is_kept(qm: QueueManager) -> No
 def test_a_local_queue_with_the_neighbours_name_is_4001(qm: QueueManager, http: httpx.Client) -> None:
     qm.define_queue("QMB")
     with pytest.raises(MQError) as refused:
-        manage.add_neighbour(qm, "QMB", URL, TOKEN, http=http)
+        neighbours.add_neighbour(qm, "QMB", URL, TOKEN, http=http)
     assert refused.value.reason == Reason.MQRCCF_OBJECT_ALREADY_EXISTS == 4001
     assert "transmission queue" in refused.value.detail
     assert link_of(qm, "QMB") is None
@@ -91,7 +92,7 @@ def test_this_brokers_own_name_is_refused(qm: QueueManager) -> None:
 def test_a_second_definition_is_4001_and_changes_nothing(qm: QueueManager) -> None:
     first = add_neighbour(qm)
     with pytest.raises(MQError) as refused:
-        manage.add_neighbour(qm, "QMB", "http://elsewhere:1", TOKEN, check_topology=False)
+        neighbours.add_neighbour(qm, "QMB", "http://elsewhere:1", TOKEN, check_topology=False)
     assert refused.value.reason == Reason.MQRCCF_OBJECT_ALREADY_EXISTS
     assert link_of(qm, "QMB") == first
 
@@ -115,7 +116,7 @@ def test_a_bad_definition_is_refused_before_anything_is_sent(
         return httpx.Response(403)
 
     with httpx.Client(transport=httpx.MockTransport(record)) as client, pytest.raises(MQError) as refused:
-        manage.add_neighbour(qm, name, url, token, http=client)
+        neighbours.add_neighbour(qm, name, url, token, http=client)
     assert refused.value.reason == reason
     assert sent == []  # the token never left for a neighbour that was never going to be defined
     with qm.reading() as conn:
@@ -124,7 +125,7 @@ def test_a_bad_definition_is_refused_before_anything_is_sent(
 
 def test_remove_unlinks_and_deletes_the_transmission_queue(qm: QueueManager) -> None:
     add_neighbour(qm)
-    assert manage.remove_neighbour(qm, "QMB") == 0
+    assert neighbours.remove_neighbour(qm, "QMB") == 0
     assert link_of(qm, "QMB") is None
     with pytest.raises(UnknownObject):
         qm.inquire_queue("QMB")
@@ -136,11 +137,11 @@ def test_remove_is_2055_while_messages_wait_unless_purged(qm: QueueManager) -> N
     with qm.engine.begin() as conn:
         links.store_batch(conn, "QMB", 1, b"in flight", 2)
     with pytest.raises(MQError) as refused:
-        manage.remove_neighbour(qm, "QMB")
+        neighbours.remove_neighbour(qm, "QMB")
     assert refused.value.reason == Reason.MQRC_Q_NOT_EMPTY == 2055
     assert refused.value.detail == "5 messages wait for QMB: remove with purge to discard them"
     assert link_of(qm, "QMB") is not None and qm.depth("QMB") == 3
-    assert manage.remove_neighbour(qm, "QMB", purge=True) == 5
+    assert neighbours.remove_neighbour(qm, "QMB", purge=True) == 5
     assert link_of(qm, "QMB") is None
     with qm.reading() as conn:
         assert links.outbox_depth(conn) == {}
@@ -151,13 +152,13 @@ def test_a_batch_in_flight_alone_also_blocks_removal(qm: QueueManager) -> None:
     with qm.engine.begin() as conn:
         links.store_batch(conn, "QMB", 1, b"in flight", 4)
     with pytest.raises(MQError) as refused:
-        manage.remove_neighbour(qm, "QMB")
+        neighbours.remove_neighbour(qm, "QMB")
     assert refused.value.reason == Reason.MQRC_Q_NOT_EMPTY
 
 
 def test_removing_an_unknown_neighbour_is_3085(qm: QueueManager) -> None:
     with pytest.raises(MQError) as refused:
-        manage.remove_neighbour(qm, "QMX")
+        neighbours.remove_neighbour(qm, "QMX")
     assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER
 
 
@@ -171,7 +172,7 @@ def test_status_shows_each_links_channel_and_queues(qm: QueueManager) -> None:
         links.accept_batch(conn, "QMB", "e" * 32, 9)
         links.record_error(conn, "QMB", "QMB answered 503")
         links.mark_synced(conn, "QMB")
-    status = {s.link.name: s.as_dict() for s in manage.neighbour_status(qm)}
+    status = {s.link.name: s.as_dict() for s in neighbours.neighbour_status(qm)}
     received = link_of(qm, "QMB").last_received_at  # type: ignore[union-attr]
     assert received is not None
     assert status["QMB"] == {

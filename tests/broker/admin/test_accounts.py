@@ -8,9 +8,9 @@ import json
 import pytest
 from sqlalchemy import select
 
-from admin_api import accounts
-from admin_api.accounts import AccountError, Role
-from admin_api.schema import api_tokens
+from broker.admin import accounts
+from broker.admin.accounts import AccountError, Role
+from broker.admin.schema import api_tokens
 from queues import MQError, QueueManager
 from queues.ids import now_ms
 from queues.reasons import Reason
