@@ -7,8 +7,9 @@ Bottom to top, the data flow of ``docs/architecture.md``::
            -> admin_api -> broker.bench -> broker.cli
 
 Packages on one line of ``LAYERS`` are independent of each other. Every import counts,
-also the ones made inside a function to keep the CLI fast. Beyond the layers: the Spark
-job never imports the routing loop, nothing imports another package's private names, and
+also the ones made inside a function to keep the CLI fast. Beyond the layers: ``protocol``
+and ``core`` use only the queue manager's pure value modules and load no I/O at run time, the
+Spark job never imports the routing loop, nothing imports another package's private names, and
 ``migrations`` reads the tables of the packages below it (their ``schema`` modules) and nothing
 else of them.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("admin_api",),
     ("broker.bench",),
     ("broker.cli",),
+)
+# The queue manager's modules that hold values and codecs and do no I/O: all the pure layers
+# (protocol, core) may use of it.
+PURE = ("broker.protocol", "broker.core")
+PURE_QUEUES = frozenset(
+    f"queues.{name}"
+    for name in ("definition", "dlh", "errors", "formatting", "ids", "message", "names", "reasons", "xqh")
 )
 # What a shell must never import, whatever the layers allow.
 FORBIDDEN = {
@@ -94,9 +102,9 @@ def _target(base: str, name: str) -> str:
     return candidate if path.with_suffix(".py").is_file() or path.is_dir() else base
 
 
-def violations() -> list[str]:
+def violations(modules: Iterable[tuple[str, Path]] | None = None) -> list[str]:
     found = []
-    for module, path in _modules():
+    for module, path in _modules() if modules is None else modules:
         if module == "broker":
             continue
         own = _component(module)
@@ -104,7 +112,7 @@ def violations() -> list[str]:
             if not _project(base):
                 continue
             target = _target(base, name)
-            where = f"{path.relative_to(ROOT)}:{line}"
+            where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}"
             if name.startswith("_") and _component(target) != own:
                 found.append(f"{where}: {module} imports the private name {name} of {target}")
             other = _component(target)
@@ -112,6 +120,8 @@ def violations() -> list[str]:
                 continue
             if own == "migrations" and not target.endswith(".schema"):
                 found.append(f"{where}: migrations imports {target}, not a package's tables")
+            if own in PURE and other == "queues" and target not in PURE_QUEUES:
+                found.append(f"{where}: {module} ({own}, pure) imports {target}, which does I/O")
             if _level(other) >= _level(own):
                 found.append(f"{where}: {module} ({own}) imports {target} ({other}), not a layer below")
             for banned in FORBIDDEN.get(own, ()):
@@ -200,6 +210,30 @@ def test_the_architecture_table_lists_the_layers_in_their_order() -> None:
     folders = [row.split("|")[1].strip().strip("`") for row in rows]
     listed = [folder.removesuffix("/").removesuffix(".py").replace("/", ".") for folder in folders]
     assert listed == [component for layer in LAYERS for component in layer]
+
+
+@pytest.mark.parametrize("package", PURE)
+def test_the_pure_layers_load_no_io_at_run_time(package: str) -> None:
+    """Every module of ``protocol`` and ``core`` imported, through whatever ``__init__`` or lazy
+    re-export they pass: no database driver, socket or event loop is loaded."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        f"root = importlib.import_module({package!r})\n"
+        "for info in pkgutil.walk_packages(root.__path__, root.__name__ + '.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "io = ('sqlalchemy', 'psycopg', 'sqlite3', 'socket', 'asyncio', 'httpx', 'queues.sql',"
+        " 'queues.manager', 'queues.database')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in io or m in io))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_pure_layer_importing_the_queue_managers_io_is_reported(tmp_path: Path) -> None:
+    source = tmp_path / "fake.py"
+    source.write_text("from queues import sql\nfrom queues.errors import MQError\n", encoding="utf-8")
+    (found,) = violations([("broker.core.fake", source)])
+    assert "imports queues.sql, which does I/O" in found
 
 
 def test_a_module_outside_every_layer_is_reported() -> None:
