@@ -96,7 +96,7 @@ def _decode(request: Request, headers: rfh2.RFH2Body | None, command: psc.Comman
         raise Refused(Reason.MQRC_MSG_TYPE_ERROR, f"MsgType {m.msg_type} is not a request or a datagram")
     if command is not None and headers is not None and not request.from_network:
         request.headers = headers
-        request.psc_folder = next(f for f in headers.folders if rfh2.folder_name(f) == "psc")
+        request.psc_folder = rfh2.find(headers.folders, psc.FOLDER)[0][0]
         try:  # what parsing would have refused in its topics (the rest the builder fixes)
             psc.check_topics(psc.topics_of(command), wildcards=not isinstance(command, psc.Publish))
         except psc.PscError as exc:
@@ -105,25 +105,19 @@ def _decode(request: Request, headers: rfh2.RFH2Body | None, command: psc.Comman
         return
     try:
         request.headers = headers if headers is not None else rfh2.decode(m.body, m.encoding, m.format)
-        commands: list[str] = []
-        path: str | None = None
-        for folder in request.headers.folders:
-            name = rfh2.folder_name(folder)
-            if name == "psc":
-                commands.append(folder)
-            elif name == brokerpath.FOLDER:
-                path = folder
+        commands, others = rfh2.find(request.headers.folders, psc.FOLDER)
     except rfh2.RFH2Error as exc:
         raise Refused(exc.reason, exc.detail) from None
     if not commands:
-        raise Refused(Reason.MQRC_RFH_PARM_MISSING, "no <psc> folder", parameter="psc")
+        raise Refused(Reason.MQRC_RFH_PARM_MISSING, "no <psc> folder", parameter=psc.FOLDER)
     if len(commands) > 1:
-        raise Refused(Reason.MQRC_RFH_DUPLICATE_PARM, "more than one <psc> folder", parameter="psc")
+        raise Refused(Reason.MQRC_RFH_DUPLICATE_PARM, "more than one <psc> folder", parameter=psc.FOLDER)
     request.psc_folder = commands[0]
     try:
         request.command = psc.parse(commands[0])
         if request.from_network:
-            request.path = _path(request, path)
+            paths = rfh2.find(others, brokerpath.FOLDER)[0]
+            request.path = _path(request, paths[-1] if paths else None)
     except psc.PscError as exc:
         raise Refused(exc.reason, exc.detail, topic=exc.topic, parameter=exc.parameter) from None
 

@@ -23,7 +23,7 @@ from hashlib import blake2b
 
 from broker.core.replies import encoding_of
 from broker.core.subscription import Identity, Subscription
-from broker.protocol import brokerpath, psc, rfh2
+from broker.protocol import brokerpath, psc, pscr, rfh2
 from broker.protocol.options import PubOpt, RegOpt
 from queues.ids import derived_id, mq_date_time
 from queues.message import (
@@ -38,7 +38,7 @@ from queues.message import (
 )
 
 # Folders a subscriber must not see: commands/responses of the broker protocol.
-_BROKER_FOLDERS = frozenset({"psc", "pscr", brokerpath.FOLDER})
+_BROKER_FOLDERS = frozenset({psc.FOLDER, pscr.FOLDER, brokerpath.FOLDER})
 # Options a publication keeps when a broker forwards it to a neighbour.
 _FORWARDED_OPTIONS = PubOpt.RetainPub | PubOpt.OtherSubsOnly | PubOpt.CorrelAsId
 
@@ -116,7 +116,7 @@ class Publication:
             folders: list[str] = []
             for folder in header.folders:
                 name = rfh2.folder_name(folder)
-                if name == "psc" and not placed:
+                if name == psc.FOLDER and not placed:
                     folders.append(psc_folder)
                     if extra is not None:
                         folders.append(extra)

@@ -65,12 +65,11 @@ def decode_message(message: Message) -> Decoded | None:
         return Decoded(error=f"{exc.reason_name} ({exc.reason}): {exc.detail}")
     folders = tuple((_name(folder), folder) for folder in body.folders)
     command, error = None, None
-    for name, folder in folders:
-        if name == "psc":
-            try:
-                command = _summary(psc.parse(folder))
-            except MQError as exc:
-                error = f"<psc> {exc.reason_name} ({exc.reason}): {exc.detail}"
+    for folder in rfh2.find(body.folders, psc.FOLDER, strict=False)[0]:
+        try:
+            command = _summary(psc.parse(folder))
+        except MQError as exc:
+            error = f"<psc> {exc.reason_name} ({exc.reason}): {exc.detail}"
     return Decoded(folders, command, body.payload, body.payload_format.rstrip(), error)
 
 

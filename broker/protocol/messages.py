@@ -52,15 +52,9 @@ class ReceivedPublication:
 def decode_publication(message: Message) -> ReceivedPublication:
     """A subscriber-queue message as a publication; 2337/2334 if it is not one."""
     headers = rfh2.decode(message.body, message.encoding, message.format)
-    command: psc.Publish | None = None
-    others = []
-    for folder in headers.folders:
-        if rfh2.folder_name(folder) == "psc":
-            parsed = psc.parse(folder)
-            if isinstance(parsed, psc.Publish):
-                command = parsed
-        else:
-            others.append(folder)
+    commands, others = rfh2.find(headers.folders, psc.FOLDER)
+    parsed = [psc.parse(folder) for folder in commands]
+    command = next((c for c in reversed(parsed) if isinstance(c, psc.Publish)), None)
     if command is None:
         raise MQError(Reason.MQRC_RFH_PARM_MISSING, "the message holds no Publish <psc> folder")
     return ReceivedPublication(

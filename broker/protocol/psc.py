@@ -77,6 +77,7 @@ from queues.message import MQCI_NONE
 from queues.names import is_valid_name
 from queues.reasons import Reason
 
+FOLDER = "psc"  # the root element of a command folder
 MAX_FOLDER_BYTES = 256 * 1024
 """UTF-8 size of the largest folder parsed; larger ones are 2337 unparsed."""
 MAX_TOPICS = 1024

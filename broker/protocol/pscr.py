@@ -39,10 +39,12 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+from broker.protocol import psc, rfh2
 from broker.protocol.psc import PscError, escape_text, load_folder
 from queues.errors import MQError
 from queues.reasons import Reason
 
+FOLDER = "pscr"  # the root element of a response folder
 OK = "ok"
 WARNING = "warning"
 ERROR = "error"
@@ -50,7 +52,6 @@ _COMPLETIONS = frozenset({OK, WARNING, ERROR})
 _RESERVED = frozenset({"Completion", "Response"})
 _ITEM_ELEMENTS = frozenset({"Reason", "Topic", "Parameter", "Detail"})
 _ELEMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-_ROOT_NAME = re.compile(r"\s*<([A-Za-z_][A-Za-z0-9_.-]*)[\s/>]")
 _REASON = re.compile(r"-?[0-9]{1,10}")
 _MISSPELT_END = re.compile(r"</Reponse\s*>")
 
@@ -141,20 +142,13 @@ def to_folders(response: Response) -> tuple[str, ...]:
 
 def parse_folders(folders: Sequence[str]) -> Response:
     """The response in a reply's folders (client side); other folders are ignored."""
-    pscr: str | None = None
-    echoed: str | None = None
-    for folder in folders:
-        match = _ROOT_NAME.match(folder)
-        root = match.group(1) if match else None
-        if root == "pscr":
-            if pscr is not None:
-                raise PscrError("more than one <pscr> folder")
-            pscr = folder
-        elif root == "psc" and echoed is None:
-            echoed = folder
-    if pscr is None:
+    responses, others = rfh2.find(folders, FOLDER, strict=False)
+    if len(responses) > 1:
+        raise PscrError("more than one <pscr> folder")
+    if not responses:
         raise PscrError("no <pscr> folder")
-    return _response(_root(pscr), echoed)
+    echoed = rfh2.find(others, psc.FOLDER, strict=False)[0]
+    return _response(_root(responses[0]), echoed[0] if echoed else None)
 
 
 def _root(pscr: str) -> etree._Element:

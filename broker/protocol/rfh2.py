@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from queues.errors import MQError
@@ -185,6 +186,24 @@ def folder_name(folder: str) -> str:
             f"folder does not start with an XML element{where}: {folder[:40]!r}",
         )
     return match.group(1)
+
+
+def find(folders: Sequence[str], name: str, *, strict: bool = True) -> tuple[list[str], list[str]]:
+    """(the folders whose root element is ``name``, the others), each in their order: the one
+    way every reader finds its folder (``<psc>``, ``<pscr>``, ``<brokerpath>``). ``strict``:
+    a folder that is not an XML element is refused (:func:`folder_name`), else counted with
+    the others."""
+    named: list[str] = []
+    others: list[str] = []
+    for folder in folders:
+        found: str | None
+        if strict:
+            found = folder_name(folder)
+        else:
+            match = _FIRST_ELEMENT.match(folder[:_HEAD_LIMIT])
+            found = match.group(1) if match else None
+        (named if found == name else others).append(folder)
+    return named, others
 
 
 def decode(body: bytes, encoding: int, format: str) -> RFH2Body:

@@ -98,17 +98,11 @@ def retained_from_row(row: Any) -> RetainedPublication:
     again, which cannot fail for what the broker itself stored."""
     message = Message(body=row.body, **{name: getattr(row, name) for name in _MQMD_FIELDS})
     headers = rfh2.decode(message.body, message.encoding, message.format)
-    command: psc.Publish | None = None
-    path = None
-    for folder in headers.folders:
-        name = rfh2.folder_name(folder)
-        if name == "psc":
-            parsed = psc.parse(folder)
-            assert isinstance(parsed, psc.Publish)
-            command = parsed
-        elif name == brokerpath.FOLDER:
-            path = brokerpath.parse(folder)
-    assert command is not None
+    commands, others = rfh2.find(headers.folders, psc.FOLDER)
+    command = psc.parse(commands[-1])
+    assert isinstance(command, psc.Publish)
+    paths = rfh2.find(others, brokerpath.FOLDER)[0]
+    path = brokerpath.parse(paths[-1]) if paths else None
     return RetainedPublication(
         row.sub_point, row.topic, message, command, headers, row.retained_at, path=path
     )

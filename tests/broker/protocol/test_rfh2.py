@@ -22,6 +22,7 @@ from broker.protocol.rfh2 import (
     byte_order,
     decode,
     encode,
+    find,
     folder_name,
 )
 from queues.errors import MQError
@@ -885,3 +886,16 @@ def test_mutated_valid_bodies_decode_or_raise_rfh2_error(
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(raw)))
     assert_decodes_or_refuses(bytes(raw[:cut]), encoding)
+
+
+def test_find_splits_folders_by_their_root_element_keeping_their_order() -> None:
+    folders = ["<mcd><Msd>jms_text</Msd></mcd>", "<psc><Command>Publish</Command></psc>", "<usr/>", "<psc/>"]
+    assert find(folders, "psc") == ([folders[1], folders[3]], [folders[0], folders[2]])
+    assert find(folders, "pscr") == ([], folders)
+
+
+def test_find_refuses_a_folder_that_is_not_an_element_unless_told_to_pass_it_over() -> None:
+    folders = ["not xml", "<pscr/>"]
+    with pytest.raises(RFH2Error):
+        find(folders, "pscr")
+    assert find(folders, "pscr", strict=False) == (["<pscr/>"], ["not xml"])
