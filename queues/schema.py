@@ -93,6 +93,31 @@ opens = Table(
     Column("until", BigInteger, nullable=False),
 )
 
+
+def mqmd_columns() -> list[Column[Any]]:
+    """The MQMD fields every table of stored messages keeps (queue rows, retained publications),
+    but the priority, which each places itself (first in the queue's claim index): new columns
+    each call, as a column belongs to one table."""
+    return [
+        Column("msg_id", LargeBinary(24), nullable=False),
+        Column("correl_id", LargeBinary(24), nullable=False),
+        Column("format", String(8), nullable=False),
+        Column("encoding", Integer, nullable=False),
+        Column("ccsid", Integer, nullable=False),
+        Column("msg_type", Integer, nullable=False),
+        Column("report", Integer, nullable=False),
+        Column("reply_to_q", String(48), nullable=False),
+        Column("reply_to_qmgr", String(48), nullable=False),
+        Column("user_id", String(12), nullable=False),
+        Column("persistence", SmallInteger, nullable=False),
+        Column("expiry", Integer, nullable=False),
+        Column("put_appl_type", Integer, nullable=False),
+        Column("put_appl_name", String(28), nullable=False),
+        Column("put_date", String(8), nullable=False),
+        Column("put_time", String(8), nullable=False),
+    ]
+
+
 messages = Table(
     "mq_messages",
     metadata,
@@ -100,22 +125,7 @@ messages = Table(
     Column("queue", String(48), nullable=False),
     Column("priority", SmallInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=True),
-    Column("msg_id", LargeBinary(24), nullable=False),
-    Column("correl_id", LargeBinary(24), nullable=False),
-    Column("format", String(8), nullable=False),
-    Column("encoding", Integer, nullable=False),
-    Column("ccsid", Integer, nullable=False),
-    Column("msg_type", Integer, nullable=False),
-    Column("report", Integer, nullable=False),
-    Column("reply_to_q", String(48), nullable=False),
-    Column("reply_to_qmgr", String(48), nullable=False),
-    Column("user_id", String(12), nullable=False),
-    Column("persistence", SmallInteger, nullable=False),
-    Column("expiry", Integer, nullable=False),
-    Column("put_appl_type", Integer, nullable=False),
-    Column("put_appl_name", String(28), nullable=False),
-    Column("put_date", String(8), nullable=False),
-    Column("put_time", String(8), nullable=False),
+    *mqmd_columns(),
     Column("backout_count", Integer, nullable=False),
     Column("put_at", BigInteger, nullable=False),
     Column("body", LargeBinary, nullable=False),

@@ -60,6 +60,9 @@ MESSAGE = 5
 QUEUE = MESSAGE + MESSAGE_COLUMNS.index("queue")
 DIRECT, PUT = 0, 1
 _FIELDS = {name: MESSAGE + MESSAGE_COLUMNS.index(name) for name in MESSAGE_COLUMNS}
+# The message's fields a row holds as they were put (its persistence and priority are asked
+# for, and resolved against the queue, in columns of their own).
+_AS_STORED = tuple(name for name in Message._fields if name not in ("persistence", "priority"))
 
 
 class SnapshotError(MQError):
@@ -145,11 +148,8 @@ class Stager:
 
 def row_message(row: Sequence[Any]) -> Message:
     """The message a row was built from (the inverse of ``Stager._row``)."""
-    names: tuple[str, ...] = ("body", "msg_id", "correl_id", "format", "encoding", "ccsid", "msg_type")
-    names += ("report", "reply_to_q", "reply_to_qmgr", "user_id", "expiry", "put_appl_type")
-    names += ("put_appl_name", "put_date", "put_time", "backout_count")
     return Message(
-        **{name: row[_FIELDS[name]] for name in names},
+        **{name: row[_FIELDS[name]] for name in _AS_STORED},
         persistence=row[ASKED_PERSISTENCE],
         priority=row[ASKED_PRIORITY],
     )

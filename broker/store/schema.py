@@ -24,7 +24,7 @@ from sqlalchemy import (
     Text,
 )
 
-from queues.schema import NAMING, Id
+from queues.schema import NAMING, Id, mqmd_columns
 
 metadata = MetaData(naming_convention=NAMING)
 
@@ -88,23 +88,8 @@ retained = Table(
     Column("sub_point", Text, nullable=False),
     Column("topic", Text, nullable=False),
     Column("retained_at", BigInteger, nullable=False),
-    Column("msg_id", LargeBinary(24), nullable=False),
-    Column("correl_id", LargeBinary(24), nullable=False),
-    Column("format", String(8), nullable=False),
-    Column("encoding", Integer, nullable=False),
-    Column("ccsid", Integer, nullable=False),
-    Column("msg_type", Integer, nullable=False),
-    Column("report", Integer, nullable=False),
-    Column("reply_to_q", String(48), nullable=False),
-    Column("reply_to_qmgr", String(48), nullable=False),
-    Column("user_id", String(12), nullable=False),
-    Column("persistence", SmallInteger, nullable=False),
+    *mqmd_columns(),
     Column("priority", SmallInteger, nullable=False),
-    Column("expiry", Integer, nullable=False),
-    Column("put_appl_type", Integer, nullable=False),
-    Column("put_appl_name", String(28), nullable=False),
-    Column("put_date", String(8), nullable=False),
-    Column("put_time", String(8), nullable=False),
     Column("body", LargeBinary, nullable=False),
 )
 
