@@ -34,7 +34,7 @@ from broker.core.effects import (
     RemoveSubscription,
     SetRetained,
 )
-from broker.core.publication import Publication
+from broker.core.outgoing import Publication
 from broker.core.retained import RetainedPublication
 from broker.core.routing import Refused, Request, finish
 from broker.core.state import Recipient

@@ -43,7 +43,7 @@ from broker.core.effects import (
     Put,
     RemoveSubscription,
 )
-from broker.core.publication import Publication
+from broker.core.outgoing import Publication
 from broker.core.publishing import publisher_identity
 from broker.core.retained import RetainedPublication
 from broker.core.routing import Refused, Request, finish

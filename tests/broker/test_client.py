@@ -13,7 +13,7 @@ import pytest
 from broker import store
 from broker.client import BrokerClient, BrokerResponse, command_message
 from broker.core.authority import AclRule, Permission, PrincipalKind
-from broker.core.publication import broker_correl_id
+from broker.core.outgoing import broker_correl_id
 from broker.core.system import DEFAULT_STREAM
 from broker.protocol import psc, rfh2
 from broker.protocol.options import DelOpt, PubOpt, RegOpt

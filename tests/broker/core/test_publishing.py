@@ -18,7 +18,7 @@ from broker.core.effects import (
     RemoveSubscription,
     SetRetained,
 )
-from broker.core.publication import broker_correl_id
+from broker.core.outgoing import broker_correl_id
 from broker.core.retained import RetainedPublication
 from broker.protocol import brokerpath, psc, rfh2
 from queues.message import (

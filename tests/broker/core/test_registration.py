@@ -10,7 +10,7 @@ import pytest
 
 from broker.core.authority import AclRule, Authority, Permission, PrincipalKind
 from broker.core.effects import DELIVERY, AddSubscription, DeleteRetained, RemoveSubscription
-from broker.core.publication import broker_correl_id
+from broker.core.outgoing import broker_correl_id
 from broker.core.state import QueueInfo
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.protocol import psc

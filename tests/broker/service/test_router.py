@@ -24,7 +24,7 @@ from broker.client import BrokerResponse, decode_publication, read_response
 from broker.core import engine as routing_engine
 from broker.core.authority import AclRule, Permission, PrincipalKind
 from broker.core.effects import AddSubscription, RemoveSubscription
-from broker.core.publication import broker_correl_id
+from broker.core.outgoing import broker_correl_id
 from broker.core.state import BrokerConfig
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM

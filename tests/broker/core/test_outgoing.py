@@ -1,4 +1,4 @@
-"""broker.core.publication: the messages the broker sends for one publication, to subscribers (reference
+"""broker.core.outgoing: the messages the broker sends for one publication, to subscribers (reference
 2.6, 3.3) and to neighbouring brokers (section 5)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from broker.core.publication import Publication, broker_correl_id
+from broker.core.outgoing import Publication, broker_correl_id
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
 from broker.protocol import brokerpath, psc, rfh2
 from broker.protocol.options import PubOpt, RegOpt
