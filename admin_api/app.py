@@ -115,6 +115,7 @@ def create_app(
     for module in ROUTERS:
         app.include_router(module.router)
     console.install(app)
+    # FastAPI's documented way to extend its schema: replace the method on the instance.
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -249,6 +249,8 @@ class QueueAttributes(Strict):
     def_persistence: int | None = Field(None, ge=0, le=1)
     put_enabled: Flag | None = None
     get_enabled: Flag | None = None
+    # Literal of the tuples the queue manager checks (one list, not a copy): pydantic validates
+    # them, mypy wants literals written out.
     usage: Literal[USAGES] | None = None  # type: ignore[valid-type]
     definition_type: Literal[DEFINITION_TYPES] | None = None  # type: ignore[valid-type]
     index_type: Literal[INDEX_TYPES] | None = Field(  # type: ignore[valid-type]

@@ -51,6 +51,7 @@ from queues.message import (
 )
 from queues.names import DEAD_LETTER_QUEUE, check_qmgr_name, check_queue_name
 from queues.reasons import Reason
+from queues.schema import MESSAGE_COLUMNS
 from queues.waiting import ArrivalNotifier
 from queues.writer_lock import writer_lock
 
@@ -116,6 +117,7 @@ def _waiting() -> Iterator[None]:
 
 
 _I = {name: index for index, name in enumerate(sql.COLUMNS)}
+_ROW_MSG_ID = MESSAGE_COLUMNS.index("msg_id")  # in a stored row for a put (_row)
 (
     _EXPIRES_AT,
     _BODY,
@@ -455,7 +457,7 @@ class UnitOfWork:
                 msg_ids.append(message.msg_id)
                 continue
             rows.append(row)
-            msg_ids.append(row[3])
+            msg_ids.append(row[_ROW_MSG_ID])
         if failed:
             dead = [
                 self._dead_letter_row(items[i][0], items[i][1], reason, now, stamp, pending)
@@ -463,7 +465,7 @@ class UnitOfWork:
             ]
             rows.extend(dead)
             for (index, _), row in zip(failed, dead, strict=True):
-                msg_ids[index] = row[3]
+                msg_ids[index] = row[_ROW_MSG_ID]
         with _translated():
             sql.insert_messages(self.connection, rows)
         for queue, count in pending.items():
@@ -482,7 +484,8 @@ class UnitOfWork:
         self._deltas[DEAD_LETTER_QUEUE] = self._deltas.get(DEAD_LETTER_QUEUE, 0) + 1
         self._puts[DEAD_LETTER_QUEUE] = self._puts.get(DEAD_LETTER_QUEUE, 0) + 1
         self._arrivals.add(DEAD_LETTER_QUEUE)
-        return row[3]
+        msg_id: bytes = row[_ROW_MSG_ID]
+        return msg_id
 
     def _row(
         self,

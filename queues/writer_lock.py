@@ -113,6 +113,8 @@ class WriterLock:
             finally:
                 self.release(dbapi_connection)
 
+        # This engine's dialect only (each engine has its own): SQLAlchemy has no event after a
+        # COMMIT or ROLLBACK, and the lock must be released after the one that ends the write.
         dialect.do_commit = do_commit  # type: ignore[method-assign]
         dialect.do_rollback = do_rollback  # type: ignore[method-assign]
         for name in ("close", "close_detached", "invalidate", "soft_invalidate"):

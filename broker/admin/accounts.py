@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, CursorResult, func, insert, select, update
 
 from broker.admin.schema import api_audit, api_tokens
 from broker.core.authority import check_principal
@@ -121,7 +121,7 @@ def create_token(conn: Connection, role: str, principal: str) -> IssuedToken:
             created_at=created_at,
         )
     )
-    token_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+    token_id = _new_id(result)
     token = Token(token_id, secret[:PREFIX_LENGTH], checked_role, checked_principal, created_at, None)
     return IssuedToken(token, secret)
 
@@ -212,7 +212,14 @@ def record(
             status=status,
         )
     )
-    return int(result.inserted_primary_key[0])  # type: ignore[index]
+    return _new_id(result)
+
+
+def _new_id(result: CursorResult[Any]) -> int:
+    """The id the database gave the row ``result`` inserted."""
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row
+    return int(key[0])
 
 
 def list_audit(conn: Connection, *, before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:

@@ -302,9 +302,9 @@ class _Subscriber:
                 if self.spec.latency:
                     result.latencies_ms.append((now - STAMP.unpack_from(packet.payload)[0]) / 1e6)
                 if packet.qos == 1:
-                    answers.append(encode(PubAck(packet.packet_id)))  # type: ignore[arg-type]
+                    answers.append(encode(PubAck(packet.packet_id or 0)))  # a QoS 1/2 PUBLISH has one
                 elif packet.qos == 2:
-                    answers.append(encode(PubRec(packet.packet_id)))  # type: ignore[arg-type]
+                    answers.append(encode(PubRec(packet.packet_id or 0)))
             elif isinstance(packet, PubRel):
                 answers.append(encode(PubComp(packet.packet_id)))
         if answers:

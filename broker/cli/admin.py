@@ -84,6 +84,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def list_subscriptions(ctx: Context) -> None:
     from broker import store
+    from broker.protocol.options import RegOpt, option_names
     from broker.store.listings import subscription_json
 
     a = ctx.args
@@ -94,10 +95,9 @@ def list_subscriptions(ctx: Context) -> None:
         page = store.list_subscriptions(conn, where, after_id=a.after, limit=a.limit)
     rows = [subscription_json(i, s) for i, s in page]
     text = [f"{'ID':>8}  {'TOPIC':<40} {'QUEUE':<30} {'USER':<12} OPTIONS"]
-    text += [
-        f"{r['id']:>8}  {r['topic']:<40} {r['queue']:<30} {r['user_id']:<12} {','.join(r['options'])}"  # type: ignore[arg-type]
-        for r in rows
-    ]
+    for i, s in page:
+        options = ",".join(option_names(RegOpt(s.options)))
+        text.append(f"{i:>8}  {s.key.topic:<40} {s.identity.queue:<30} {s.user_id:<12} {options}")
     ctx.emit(rows, "\n".join(text))
 
 

@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(ctx: Context) -> None:
     # Imported here: PySpark takes seconds to import and no other command needs it.
     try:
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
     except ImportError as exc:
         print(

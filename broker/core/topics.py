@@ -38,7 +38,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Hashable, Iterator, Sequence
 from operator import itemgetter
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from queues.errors import MQError
 from queues.reasons import Reason
@@ -190,7 +190,9 @@ class _Node:
     __slots__ = ("children", "value")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] | None = None
+        self.children: dict[str, Self] | None = None
+        # V, several as _Many, or _EMPTY: compared with ``is`` and ``type() is`` on the match
+        # path, which mypy does not narrow (hence the ignores where a value is handed out).
         self.value: object = _EMPTY
 
 
@@ -217,20 +219,20 @@ def _descend(root: N, levels: Sequence[str]) -> N:
         child = children.get(level)
         if child is None:
             child = children[sys.intern(level)] = type(root)()
-        node = child  # type: ignore[assignment]
+        node = child
     return node
 
 
 def _path(root: N, levels: Sequence[str]) -> list[N] | None:
     """Every node from the root to ``levels`` (inclusive), or None when the path is absent."""
     path = [root]
-    node: _Node = root
+    node = root
     for level in levels:
         children = node.children
         child = None if children is None else children.get(level)
         if child is None:
             return None
-        path.append(child)  # type: ignore[arg-type]
+        path.append(child)
         node = child
     return path
 
@@ -478,7 +480,7 @@ class TopicIndex(Generic[V]):
                     found.append(node)
                 continue
             wanted = levels[position]
-            children: dict[str, _TopicNode] = node.children or {}  # type: ignore[assignment]
+            children = node.children or {}
             if node is self._root and wanted in (MULTI_LEVEL, SINGLE_LEVEL):
                 children = {k: v for k, v in children.items() if not k.startswith(SYSTEM_PREFIX)}
             if wanted == MULTI_LEVEL:
@@ -505,7 +507,7 @@ class TopicIndex(Generic[V]):
             if node.value is not _EMPTY:
                 yield node.topic, node.value  # type: ignore[misc]
             if node.children:
-                stack.extend(reversed(node.children.values()))  # type: ignore[arg-type]
+                stack.extend(reversed(node.children.values()))
 
     def __getstate__(self) -> list[tuple[str, V]]:
         """Pickle as (topic, value) pairs, for the same reasons as :class:`TopicTree`."""

@@ -81,10 +81,9 @@ def _name(folder: str) -> str:
 
 
 def _summary(command: psc.Command) -> dict[str, Any]:
-    topics = getattr(command, "topics", None)
     return {
         "command": type(command).__name__,
-        "topics": list(topics) if topics is not None else [command.topic],  # type: ignore[union-attr]
+        "topics": list(psc.topics_of(command)),
         "options": option_names(command.options),
         "sub_point": command.sub_point,
         "queue": command.q_name,

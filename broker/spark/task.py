@@ -22,7 +22,7 @@ from broker.spark.partition import TaskSpec, route_rows
 from queues import make_engine
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
     from pyspark import Broadcast
 
 SUMMARY_SCHEMA = "part LONG, " + ", ".join(f"{name} LONG" for name in runs.SUMMARY_FIELDS)

@@ -28,6 +28,8 @@ from sqlalchemy import (
     Delete,
     Engine,
     Insert,
+    Row,
+    RowMapping,
     Select,
     Table,
     Update,
@@ -249,8 +251,8 @@ def clear_will(conn: Connection, client_id: str) -> None:
     conn.execute(statement.values(will_topic=None, will_payload=None))
 
 
-def _session(row: object) -> StoredSession:
-    m = row._mapping  # type: ignore[attr-defined]
+def _session(row: Row[Any]) -> StoredSession:
+    m = row._mapping
     return StoredSession(
         m["client_id"],
         m["queue"],
@@ -271,7 +273,7 @@ def _session(row: object) -> StoredSession:
     )
 
 
-def _will(m: Mapping[str, Any]) -> Will | None:
+def _will(m: RowMapping) -> Will | None:
     topic = m["will_topic"]
     return None if topic is None else Will(topic, m["will_payload"], m["will_qos"], bool(m["will_retain"]))
 

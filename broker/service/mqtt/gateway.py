@@ -1251,7 +1251,9 @@ def _data_version(connection: Connection) -> int | None:
     commits), read outside any transaction; None elsewhere."""
     if connection.dialect.name != "sqlite" or connection.in_transaction():
         return None
-    version: int = connection.connection.dbapi_connection.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
+    driver = connection.connection.driver_connection
+    assert driver is not None  # a connection in use has its driver's
+    version: int = driver.execute("PRAGMA data_version").fetchone()[0]
     return version
 
 

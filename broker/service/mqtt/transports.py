@@ -115,6 +115,7 @@ def _unlink(transport: asyncio.BaseTransport | None) -> None:
     holds before its first read, and nothing reads once the connection is lost (its socket is
     off the selector by then)."""
     if transport is not None and getattr(transport, "_read_ready_cb", None) is not None:
+        # asyncio's private attribute, not in its stubs; tested by tests/.../test_transports.py.
         transport._read_ready_cb = None  # type: ignore[attr-defined]
 
 
