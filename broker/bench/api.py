@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from sqlalchemy import Engine
 
 from broker import store
 from broker.admin import accounts
+from broker.bench import processes
 from broker.bench.options import emit, log_file, positive
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.core.subscription import Identity, Subscription, SubscriptionKey
@@ -139,19 +139,12 @@ def _percentiles(samples: Sequence[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, p99 * 1000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serving(url: str, secret: str, *command: str, router: bool = False) -> Iterator[tuple[str, float]]:
     """Run ``broker --db url <command> --port P`` until the block ends; yields its base URL and
     how long it took to be ready: to answer /ready, and with ``router`` to list a live router
     in its status (the router reports once it has loaded every subscription)."""
-    port = free_port()
+    port = processes.free_port()
     argv = [sys.executable, "-m", "broker.cli", "--db", url, "--log-level", "WARNING", *command]
     started = time.perf_counter()
     with log_file().open("ab") as log:

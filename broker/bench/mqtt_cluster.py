@@ -37,9 +37,9 @@ from broker.bench.mqtt_runs import (
     running,
     split,
 )
-from broker.bench.network import free_port
 from broker.bench.options import log_file
 from broker.bench.process_stats import cpu_seconds
+from broker.bench.processes import free_port
 from broker.bench.scratch import scratch_database
 from broker.protocol.mqtt.packets import SubAck, Subscribe
 

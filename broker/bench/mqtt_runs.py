@@ -29,8 +29,8 @@ from broker.bench.mqtt_load import (
     publisher_process,
     subscriber_process,
 )
-from broker.bench.network import free_port
 from broker.bench.options import log_file
+from broker.bench.processes import free_port
 from broker.bench.scratch import scratch_database
 
 MOSQUITTO = "/usr/sbin/mosquitto"

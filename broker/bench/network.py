@@ -23,20 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from broker import store
 from broker.admin import neighbours
@@ -92,22 +86,16 @@ class NetworkRun:
         return self.publications / self.seconds
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Node:
     """One broker instance: a ``broker serve --api`` process over its own database."""
 
     def __init__(self, name: str, url: str, workdir: Path, batch_size: int) -> None:
         self.name = name
         self.url = url
-        self.port = free_port()
-        self.log_path = workdir / f"{name}.log"
-        self.batch_size = batch_size
-        self.process: subprocess.Popen[bytes] | None = None
+        self.port = processes.free_port()
+        serve = ["--api", "--host", "127.0.0.1", "--port", str(self.port), "--batch-size", str(batch_size)]
+        log = workdir / f"{name}.log"
+        self.server = processes.ServeProcess(name, url, log, serve, options=["--qmgr", name])
         engine = make_engine(url)
         prepare_database(engine, name)
         self.qm = QueueManager(engine, appl_name="bench", user_id="bench")
@@ -117,39 +105,19 @@ class Node:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("BROKER_")}
-        argv = [sys.executable, "-m", "broker.cli", "--db", self.url, "--qmgr", self.name]
-        argv += ["--log-format", "json", "serve", "--api", "--host", "127.0.0.1", "--port", str(self.port)]
-        argv += ["--batch-size", str(self.batch_size)]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
-        wait_until(self._ready, READY_SECONDS, f"{self.name} to be ready")
-
-    def _ready(self) -> bool:
-        if self.process is not None and self.process.poll() is not None:
-            raise RuntimeError(f"{self.name} exited; see {self.log_path}")
-        try:
-            return httpx.get(self.api + "/ready", timeout=1.0).status_code == 200
-        except httpx.HTTPError:
-            return False
+        self.server.start(lambda: processes.api_ready(self.api), READY_SECONDS)
 
     def stop(self) -> None:
-        processes.stop(self.process)
-        self.process = None
+        self.server.stop()
 
     def started_at(self) -> float:
         """Wall-clock time of the last "broker started" in the log: routing begins there."""
-        stamps = [
-            entry["ts"]
-            for entry in map(_json_line, self.log_path.read_text(encoding="utf-8").splitlines())
-            if entry.get("msg") == "broker started"
-        ]
-        return datetime.strptime(stamps[-1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        stamp = self.server.lines("broker started")[-1]["ts"]
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
     def complaints(self) -> str:
         """The warnings and errors in the log, for an error message (the log goes with the run)."""
-        entries = map(_json_line, self.log_path.read_text(encoding="utf-8").splitlines())
-        return "\n".join(json.dumps(e) for e in entries if e.get("level") in ("warning", "error"))
+        return "\n".join(json.dumps(e) for e in self.server.lines() if e.get("level") in ("warning", "error"))
 
     def proxies_from(self, neighbour: str) -> int:
         with self.qm.reading() as conn:
@@ -164,22 +132,6 @@ class Node:
         with self.qm.reading() as conn:
             in_flight = links.outbox_depth(conn).get(queue, 0)
         return self.qm.depth(queue) + in_flight
-
-
-def _json_line(line: str) -> dict[str, Any]:
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return {}
-    return entry if isinstance(entry, dict) else {}
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(SAMPLE_SECONDS)
 
 
 @contextmanager
@@ -199,7 +151,10 @@ def network(kind: str, pg_url: str, batch_size: int) -> Iterator[dict[str, Node]
         for node in nodes.values():
             node.start()
         subscribe(nodes["QMC"])
-        wait_until(lambda: nodes["QMB"].proxies_from("QMA") == len(PATTERNS), READY_SECONDS, "proxies at QMB")
+        proxies = len(PATTERNS)
+        processes.wait_until(
+            lambda: nodes["QMB"].proxies_from("QMA") == proxies, READY_SECONDS, "proxies at QMB"
+        )
         yield nodes
 
 
@@ -245,7 +200,7 @@ def streaming(kind: str, nodes: dict[str, Node], rate: int, seconds: float) -> L
     for name in SUBSCRIBERS:
         c.qm.purge_queue(name)
     total, achieved = publish_at_rate(b.qm, rate, seconds, PUBLISHERS)
-    wait_until(lambda: c.qm.depth(SUBSCRIBERS[0]) >= total, DRAIN_SECONDS, "the stream to reach QMC")
+    processes.wait_until(lambda: c.qm.depth(SUBSCRIBERS[0]) >= total, DRAIN_SECONDS, "the stream at QMC")
     return summarise(kind, rate, achieved, latencies(c.qm, SUBSCRIBERS[0]))
 
 

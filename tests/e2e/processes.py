@@ -15,11 +15,7 @@ than retried, so that a duplicate or a gap is always the broker's doing, never t
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,24 +27,22 @@ from typing import Any
 
 import psycopg
 
+from broker.bench import processes
+from broker.bench.processes import child_environment, free_port  # noqa: F401 (the tests use them from here)
 from broker.client import command_message
 from broker.core.system import DEFAULT_STREAM
 from broker.protocol import psc
 from broker.protocol.options import PubOpt
 from queues import MQError, QueueManager, Reason, make_engine
 
-BROKER = Path(sys.executable).with_name("broker")
+BROKER = Path(sys.executable).with_name("broker")  # the installed console script
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 READY_SECONDS = 60.0
 
 
-def child_environment() -> dict[str, str]:
-    """The test's environment without BROKER_* settings: flags say everything."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
-
-
-class ServeProcess:
-    """One ``broker serve`` process (restartable: each start is a new process, same log file)."""
+class ServeProcess(processes.ServeProcess):
+    """One ``broker serve`` process of a test (restartable: each start is a new process, same
+    log file), ready once every router and the MQTT listener of this start say so."""
 
     def __init__(
         self,
@@ -61,95 +55,29 @@ class ServeProcess:
         mqtt_port: int | None = None,
         environment: dict[str, str] | None = None,
     ) -> None:
+        serve = ["--batch-size", str(batch_size), "--routers", str(routers)]
+        if api_port is not None:
+            serve += ["--api", "--port", str(api_port)]
+        if mqtt_port is not None:
+            serve += ["--mqtt", f"127.0.0.1:{mqtt_port}"]
+        super().__init__(name, url, workdir / f"{name}.log", serve, cwd=workdir, environment=environment)
         self.url = url
         self.workdir = workdir
-        self.name = name
-        self.batch_size = batch_size
         self.routers = routers
         self.api_port = api_port  # with --api on this port
         self.mqtt_port = mqtt_port  # with --mqtt 127.0.0.1:PORT
-        self.environment = environment or {}  # BROKER_* settings beyond the flags
-        self.log_path = workdir / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
 
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def start(self) -> ServeProcess:
-        assert not self.alive, f"{self.name} is already running"
-        argv = [
-            str(BROKER),
-            "--db",
-            self.url,
-            "--log-format",
-            "json",
-            "serve",
-            "--batch-size",
-            str(self.batch_size),
-            "--routers",
-            str(self.routers),
-        ]
-        if self.api_port is not None:
-            argv += ["--api", "--port", str(self.api_port)]
-        if self.mqtt_port is not None:
-            argv += ["--mqtt", f"127.0.0.1:{self.mqtt_port}"]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                argv,
-                cwd=self.workdir,
-                env=child_environment() | self.environment,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-        self.starts += 1
-        self.wait_ready()
+    def start(self) -> ServeProcess:  # type: ignore[override]  # its own readiness; returns itself
+        super().start(self._ready, READY_SECONDS)
         return self
 
+    def _ready(self) -> bool:
+        routers_ready = len(self.lines("broker started")) >= self.starts * self.routers
+        listener_ready = self.mqtt_port is None or len(self.lines("mqtt listener started")) >= self.starts
+        return routers_ready and listener_ready
+
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while len(self.lines("broker started")) < self.starts * self.routers or (
-            self.mqtt_port is not None and len(self.lines("mqtt listener started")) < self.starts
-        ):
-            if not self.alive:
-                raise AssertionError(f"{self.name} exited before it was ready:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} not ready after {READY_SECONDS} s:\n{self.tail()}")
-            time.sleep(0.02)
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        """SIGTERM: the process finishes its batch and exits; returns its exit code."""
-        return self._signal(signal.SIGTERM, timeout)
-
-    def kill(self) -> int:
-        return self._signal(signal.SIGKILL, 30.0)
-
-    def _signal(self, sig: signal.Signals, timeout: float) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        return self.process.wait(timeout)
-
-    def lines(self, msg: str | None = None) -> list[dict[str, Any]]:
-        """The JSON log lines of every start so far (those with ``msg``, if given)."""
-        if not self.log_path.exists():
-            return []
-        found = []
-        for raw in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue  # a line cut short by SIGKILL
-            if isinstance(entry, dict) and (msg is None or entry.get("msg") == msg):
-                found.append(entry)
-        return found
+        processes.wait_until(self._ready, READY_SECONDS, f"{self.name} to be ready")
 
     def routed(self, queue: str = DEFAULT_STREAM, pid: int | None = None) -> int:
         """Messages this process (or its router ``pid``) logged as routed from ``queue``."""
@@ -158,11 +86,6 @@ class ServeProcess:
             for e in self.lines("batch routed")
             if e.get("queue") == queue and pid in (None, e.get("pid"))
         )
-
-    def tail(self, count: int = 30) -> str:
-        if not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-count:])
 
 
 class Brokers:
@@ -203,21 +126,6 @@ class Brokers:
                 process.kill()
         if self._qm is not None:
             self._qm.close()
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port nothing listens on, never one this process handed out before: the kernel may give
-    the same free port twice in a row, and a test that asks for several binds them all later."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
 
 
 class PrivateCluster:
@@ -345,11 +253,10 @@ def publication(topic: str, number: int) -> Any:
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, *, required: bool = True) -> bool:
     """Poll ``condition``; on timeout fail, or (not ``required``) return False so that the
     caller's own checks can say precisely what is missing."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            if required:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-            return False
-        time.sleep(0.05)
+    try:
+        processes.wait_until(condition, timeout, what)
+    except TimeoutError:
+        if required:
+            raise
+        return False
     return True
