@@ -6,8 +6,22 @@
   const charts = new Map();
 
   function rates() {
-    const holder = document.getElementById("rates");
+    const holder = document.querySelector("[data-rates]");
     return holder ? JSON.parse(holder.dataset.rates) : null;
+  }
+
+  // The last minute up to now, however few points there are yet: uPlot's own range for one
+  // point (or none) spans years.
+  function lastMinute(u, min, max) {
+    const now = Date.now() / 1000;
+    return min === max || min === null ? [now - 60, now] : [min, max];
+  }
+
+  // The span a chart shows, on the figure: as a tooltip for people, in seconds for scripts.
+  function shown(figure, x) {
+    figure.dataset.from = String(x.min);
+    figure.dataset.to = String(x.max);
+    figure.title = new Date(x.min * 1000).toLocaleTimeString() + " - " + new Date(x.max * 1000).toLocaleTimeString();
   }
 
   function draw() {
@@ -25,9 +39,13 @@
             width: 260,
             height: 120,
             legend: { show: false },
-            scales: { y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
+            scales: {
+              x: { time: true, range: lastMinute },
+              y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } },
+            },
             series: [{}, { label: name, stroke: "#2563eb", fill: "rgba(37, 99, 235, 0.15)" }],
             axes: [{ space: 60 }, { size: 40 }],
+            hooks: { setScale: [function (u, key) { if (key === "x") { shown(figure, u.scales.x); } }] },
           },
           data,
           figure
