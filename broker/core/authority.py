@@ -22,11 +22,9 @@ Subject topic
 Which rules apply
     A rule applies to (principal, permission, subject) when its permission is the one asked for,
     it names the principal or one of the principal's groups, and its pattern matches the subject or
-    any ancestor of it (``broker.core.topics`` semantics), i.e. authority is inherited down the tree as
-    MQ topic-object authority is. A pattern without wildcards therefore covers that topic and its
-    whole subtree (``Sport`` covers ``Sport`` and ``Sport/Soccer/Results``), and decision: a
-    wildcard pattern is inherited below every topic it matches in the same way (``Sport/+`` covers
-    ``Sport/Soccer`` and ``Sport/Soccer/Results``, not ``Sport``).
+    any ancestor of it (``broker.core.topics`` semantics): authority is inherited down the tree as
+    MQ topic-object authority is. ``Sport`` covers ``Sport`` and ``Sport/Soccer/Results``;
+    ``Sport/+`` covers ``Sport/Soccer`` and ``Sport/Soccer/Results``, not ``Sport``.
 
 Which rule decides
     Among the applicable rules, the highest specificity wins, compared as the tuple
@@ -41,11 +39,8 @@ Administrators
     :meth:`Authority.is_admin` reports the broker's own user (named like ``admin_group``, ``mqm`` by
     default, as MQ's administrative user and group share that name) and the members of that group.
     The engine uses it where IBM lets an administrator act for another user (deregistering someone
-    else's subscription, reference section 2.5). Decision: it grants nothing
-    inside :meth:`Authority.decide`. The reference does not say whether IBM's broker exempts
-    administrators from topic ACLs, and a silent exemption would make the dry run name a rule, or
-    the default, that did not really decide. A GROUP rule ``mqm`` on ``#`` lets administrators
-    publish and subscribe wherever no more specific rule denies them.
+    else's subscription, reference section 2.5). It grants nothing inside :meth:`Authority.decide`
+    (why: ``docs/decisions.md``, "Authority").
 
 Speed: rules are indexed in one :class:`~broker.core.topics.TopicTree` per (permission, principal), so
 a decision costs a few trie walks whatever the number of rules, and decisions are cached in a

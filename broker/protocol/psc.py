@@ -6,49 +6,11 @@ one folder's text into a :class:`Publish`, :class:`RegSub`, :class:`DeregSub`,
 reason IBM's broker would put in its ``<pscr>`` error response. It is pure: the
 routing engine, the Spark pipeline and the admin API all parse the same way.
 
-Hostile XML. The folder is application data, so the parser is hardened: no DTD
-loading, no entity substitution, no network, no huge trees (libxml2 then caps
-nesting at 256 levels), comments and processing instructions dropped. Any text
-``<!DOCTYPE`` is refused with 2337 *before* libxml2 sees it, even inside CDATA
-or a comment: libxml2 reads the external parameter entities of an internal DTD
-subset even with DTD loading off, so a DOCTYPE is never safe to hand it, and no
-IBM client writes one. An XML declaration naming an encoding is refused too
-(the folder is already decoded text). lxml parser objects must not be used by
-two threads at once; creating one per call would add about 1.3 us (70%) to a
-2 us parse, so each thread keeps its own in a ``threading.local``.
-
-Order of checks (the first failure is reported, as IBM reports only the first
-error): size (2337), well-formedness and shape (2337), ``<Command>`` (2339
-missing, 2338 repeated, 2336 unknown), properties not valid for the command
-(2337) or repeated (2338), options (3083/3084/3087, including combinations),
-SubName (3153) and SubIdentity (3154), topics (2339 missing, 2337 too many,
-3072 invalid), QName (3076) and QMgrName (3074), CorrelId (2337, 3080).
-
-Decisions on points the specification leaves open ([U] in wmq-psc.md):
-
-* ``<CorrelId>`` is 48 hexadecimal digits (either case) giving the 24-byte
-  CorrelId of the identity; when ``CorrelAsId`` is set it overrides
-  MQMD.CorrelId. Anything else is 2337; all zeros is 3080 (MQRCCF_CORREL_ID_ERROR),
-  since a zero CorrelId can never be part of an identity.
-* ``SubPoint`` is accepted on Publish and carried (MQ V7's queued interface
-  selects the subscription point with it; WMB adds it itself); the engine decides.
-  Like Topic it is kept exactly as written (it names a part of the topic space,
-  where spaces are significant); an empty SubPoint means the default one (None).
-* ``Locked`` is accepted on RegSub only, the one command whose identity set it
-  can describe; its meaning beyond that is the engine's.
-* ``PubTime`` and ``SeqNum`` are carried through stripped, unvalidated.
-* ``QMgrName``/``QName`` blank mean "from the MQMD" (None).
-* ``Filter`` is stripped and blank means no filter (None), so that a DeregSub
-  matches its RegSub whatever whitespace surrounds the expression.
-* SubName and SubIdentity are kept exactly; a blank SubName is 3153
-  (IBM: "zero length"), a blank SubIdentity or one longer than 128 characters
-  (MQ_SUB_IDENTITY_LENGTH) is 3154. SubUserData is kept exactly.
-* Topic length is counted in characters; over :data:`MAX_TOPIC_LENGTH` is 3072.
-  ``PscError.topic`` holds at most the first 256 characters of the offending
-  topic, as IBM returns "up to 256 characters of the topic name".
-* Attributes on elements are ignored; a namespaced element is not a property.
-* Trailing blanks and NULs after the root are tolerated (IBM's AMQSPR2A pads
-  its last folder with NULs).
+The folder is application data, so the parser is hardened (no DTD, no entities, no network,
+no huge trees; any ``<!DOCTYPE`` refused before libxml2 sees it), and the first error is
+reported in IBM's order. lxml parser objects must not be used by two threads at once, and
+making one per call would add 70% to a parse, so each thread keeps its own. What the
+specification leaves open, and why each choice: ``docs/decisions.md``, "<psc> commands".
 """
 
 from __future__ import annotations
