@@ -25,9 +25,12 @@ from admin_api.models import QueueAttributes, QueueCreate
 from admin_api.routers import queues as api
 from admin_api.services import Svc
 from broker.protocol.decoded import decode_message
-from queues import Browsed, QueueDefinition
-from queues.formatting import body_text, message_json
+from queues import Browsed, QueueDefinition, dlh
+from queues.errors import MQError
+from queues.formatting import body_text, hexdump, message_json, mqmd_fields
 from queues.ids import now_ms
+from queues.message import MQFMT_DEAD_LETTER_HEADER, Message
+from queues.reasons import reason_name
 
 router = APIRouter(prefix=f"{PREFIX}/queues", include_in_schema=False)
 
@@ -54,19 +57,67 @@ def attributes(values: FormValues) -> dict[str, Any]:
     return changes
 
 
+# The MQMD as MQ Explorer names its fields, beside the words the console uses.
+MQMD_NAMES = {
+    "msg_id": "MsgId",
+    "correl_id": "CorrelId",
+    "format": "Format",
+    "encoding": "Encoding",
+    "ccsid": "CodedCharSetId",
+    "msg_type": "MsgType",
+    "report": "Report",
+    "reply_to_q": "ReplyToQ",
+    "reply_to_qmgr": "ReplyToQMgr",
+    "user_id": "UserIdentifier",
+    "persistence": "Persistence",
+    "priority": "Priority",
+    "expiry": "Expiry",
+    "put_appl_type": "PutApplType",
+    "put_appl_name": "PutApplName",
+    "put_date": "PutDate",
+    "put_time": "PutTime",
+    "backout_count": "BackoutCount",
+}
+DUMP_BYTES = 4096  # of a body shown as a hex dump; the rest is counted
+
+
 def shown(found: Browsed) -> dict[str, Any]:
-    """A browsed message as the console shows it: MQMD fields, the MQRFH2 folders and the
-    ``<psc>`` command decoded (``broker.protocol.decoded``), the body as text or hex."""
+    """A browsed message as the console shows it: every MQMD field, a dead letter's MQDLH
+    decoded, the MQRFH2 folders and the ``<psc>`` command decoded
+    (``broker.protocol.decoded``), the body as text and as a hex dump with offsets."""
     message = found.message
+    dead_letter, message = _dead_letter(message)
     decoded = decode_message(message)
     text = body_text(message.body)
     return {
-        "mqmd": message_json(message),
+        "mqmd": message_json(found.message),
+        "fields": [(MQMD_NAMES[name], value) for name, value in mqmd_fields(found.message).items()],
         "put_at": found.put_at,
+        "dead_letter": dead_letter,
         "rfh2": decoded.as_json() if decoded is not None else None,
         "body_text": text,
-        "body_hex": None if text is not None else message.body.hex(),
+        "dump": hexdump(message.body[:DUMP_BYTES]),
+        "dump_more": max(0, len(message.body) - DUMP_BYTES),
     }
+
+
+def _dead_letter(message: Message) -> tuple[dict[str, Any] | None, Message]:
+    """A dead letter's MQDLH as the console shows it, and the original message it carries
+    (described by the header, so that its MQRFH2 is decoded too); (None, the message) for
+    any other message, or one whose header cannot be read."""
+    if message.format != MQFMT_DEAD_LETTER_HEADER:
+        return None, message
+    try:
+        header, original = dlh.decode(message.body, message.encoding)
+    except MQError:
+        return None, message
+    return {
+        "reason": f"{reason_name(header.reason)} ({header.reason})",
+        "destination": f"{header.dest_q_name} on {header.dest_q_mgr_name or '(this queue manager)'}",
+        "put_by": f"{header.put_appl_name} (type {header.put_appl_type})",
+        "put_at": f"{header.put_date} {header.put_time}",
+        "format": header.format.rstrip() or "(none)",
+    }, message._replace(body=original, format=header.format, encoding=header.encoding, ccsid=header.ccsid)
 
 
 def rates(request: Request, shown: list[QueueDefinition]) -> dict[str, QueueRate]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 import time
 
-from queues import Message
+from queues import DEAD_LETTER_QUEUE, Message
+from queues.reasons import Reason
 from tests.admin_api.console.conftest import Console
+from tests.admin_api.test_queues import dead_letter
 from tests.e2e.processes import publication
 
 
@@ -33,7 +35,37 @@ def test_browse_shows_the_psc_command_its_topics_and_the_body(console: Console) 
     assert '<dd class="topics">Sport/Soccer</dd>' in html
     assert "&lt;psc&gt; folder" in html
     assert ">10</pre>" in html
-    assert ">000162696e617279</pre>" in html  # not text: hex
+    # not text: a hex dump with offsets and an ASCII column, open at once
+    assert '<details class="dump" open><summary>Hex dump</summary>' in html
+    assert "00000000:  0001 6269 6E61 7279" in html and "&#39;..binary&#39;" in html
+
+
+def test_browse_shows_the_whole_mqmd_by_mq_names(console: Console) -> None:
+    qm = console.api.qm
+    qm.define_queue("APP.MQMD")
+    qm.put(
+        "APP.MQMD", Message(body=b"x", correl_id=b"\x07" * 24, reply_to_q="REPLIES", priority=7, expiry=600)
+    )
+    html = console.get("/console/queues/APP.MQMD").text
+    for name, value in (
+        ("CorrelId", "07" * 24),
+        ("ReplyToQ", "REPLIES"),
+        ("Priority", "7"),
+        ("Expiry", "600"),
+        ("BackoutCount", "0"),
+        ("UserIdentifier", ""),
+    ):
+        assert f"<dt>{name}</dt><dd>" in html
+        if value:
+            assert f"<dt>{name}</dt><dd>{value}</dd>" in html
+
+
+def test_a_dead_letter_shows_its_mqdlh_decoded_and_the_message_it_carries(console: Console) -> None:
+    dead_letter(console.api, "SCORES", b"lost score", Reason.MQRC_Q_FULL)
+    html = console.get(f"/console/queues/{DEAD_LETTER_QUEUE}").text
+    assert '<dd class="reason">MQRC_Q_FULL (2053)</dd>' in html
+    assert "<dd>SCORES on QM1</dd>" in html
+    assert '<pre class="body">lost score</pre>' in html  # the original data, not the header
 
 
 def test_define_alter_purge_and_delete(console: Console) -> None:
