@@ -76,8 +76,9 @@ def test_a_new_client_is_served_within_a_second_beside_a_connect_flood(brokers: 
 
 def test_memory_levels_off_under_connection_churn(brokers: Brokers) -> None:
     """Clients that connect, subscribe, publish and leave leave nothing behind: after a warm-up
-    (the bounded caches full), twenty thousand more add a few megabytes at most (the database's
-    page caches filling); the kilobyte each that connections used to leave would be twenty."""
+    (the bounded caches full), twenty thousand more add a few megabytes at most. On SQLite its
+    statement caches, and what the allocators keep of them, add up to about 10 MB before they
+    level off near 50,000 cycles; a kilobyte left behind by each connection would be 20 MB."""
     broker = MqttBroker(brokers, **ANONYMOUS)
     pid = broker.process.pid
     warm = mqtt_churn.churn(broker.port, lambda: 0, "broker", "warm", 10_000)
@@ -85,7 +86,7 @@ def test_memory_levels_off_under_connection_churn(brokers: Brokers) -> None:
     before = rss_mb(pid)
     churned = mqtt_churn.churn(broker.port, lambda: 0, "broker", "churn", 20_000)
     assert churned.errors == 0
-    assert rss_mb(pid) - before < 8.0, (before, rss_mb(pid))
+    assert rss_mb(pid) - before < 12.0, (before, rss_mb(pid))
 
 
 def test_topics_up_to_mqs_longest_work_and_a_longer_one_is_refused_for_its_length(broker: MqttBroker) -> None:
