@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from queues.errors import MQError
-from queues.message import MQENC_INTEGER_MASK, MQENC_INTEGER_NORMAL, MQENC_INTEGER_REVERSED
+from queues.message import MQENC_INTEGER_MASK, MQENC_INTEGER_NORMAL, MQENC_INTEGER_REVERSED, Message, derive
 from queues.reasons import Reason
 
 STRUC_ID = b"DLH "
@@ -100,3 +100,12 @@ def decode(data: bytes, encoding: int) -> tuple[DeadLetterHeader, bytes]:
         put_time=text(fields[11]),
     )
     return header, data[LENGTH:]
+
+
+def unwrap(message: Message) -> tuple[DeadLetterHeader, Message]:
+    """A dead letter's MQDLH, and the message it carries as the header describes it (its
+    data, format, encoding and CCSID; the rest of the descriptor is the dead letter's).
+    MQError if the body holds no MQDLH."""
+    header, data = decode(message.body, message.encoding)
+    original = derive(message, body=data, format=header.format, encoding=header.encoding, ccsid=header.ccsid)
+    return header, original

@@ -108,7 +108,7 @@ def _dead_letter(message: Message) -> tuple[dict[str, Any] | None, Message]:
     if message.format != MQFMT_DEAD_LETTER_HEADER:
         return None, message
     try:
-        header, original = dlh.decode(message.body, message.encoding)
+        header, original = dlh.unwrap(message)
     except MQError:
         return None, message
     return {
@@ -117,7 +117,7 @@ def _dead_letter(message: Message) -> tuple[dict[str, Any] | None, Message]:
         "put_by": f"{header.put_appl_name} (type {header.put_appl_type})",
         "put_at": f"{header.put_date} {header.put_time}",
         "format": header.format.rstrip() or "(none)",
-    }, message._replace(body=original, format=header.format, encoding=header.encoding, ccsid=header.ccsid)
+    }, original
 
 
 def rates(request: Request, shown: list[QueueDefinition]) -> dict[str, QueueRate]:

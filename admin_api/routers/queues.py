@@ -330,22 +330,14 @@ def retry(
 ) -> Retried:
     with svc.qm.unit_of_work() as uow:
         message = _take_dead_letter(uow, msg_id)
-        header, data = dlh.decode(message.body, message.encoding)
+        header, original = dlh.unwrap(message)
         note(request.state, queue=header.dest_q_name, reason=header.reason)
         if header.dest_q_mgr_name not in ("", svc.qm.name):
             raise MQError(
                 Reason.MQRC_UNKNOWN_REMOTE_Q_MGR,
                 f"the message was bound for queue manager {header.dest_q_mgr_name}, not {svc.qm.name}",
             )
-        restored = derive(
-            message,
-            body=data,
-            format=header.format,
-            encoding=header.encoding,
-            ccsid=header.ccsid,
-            backout_count=0,
-        )
-        uow.put(header.dest_q_name, restored)
+        uow.put(header.dest_q_name, derive(original, backout_count=0))
     return Retried(
         msg_id=msg_id, queue=header.dest_q_name, reason=header.reason, reason_name=reason_name(header.reason)
     )

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from queues import dlh
 from queues.dlh import DeadLetterHeader
 from queues.errors import MQError
+from queues.message import MQFMT_DEAD_LETTER_HEADER, Message
 
 MQENC_NORMAL = 273  # big-endian integers
 MQENC_REVERSED = 546  # little-endian integers
@@ -188,3 +189,27 @@ _int32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 )
 def test_round_trip_of_any_header(header, encoding, body):
     assert dlh.decode(dlh.encode(header, encoding) + body, encoding) == (header, body)
+
+
+def test_unwrap_gives_the_carried_message_as_its_header_describes_it():
+    dead = Message(
+        body=dlh.encode(HEADER, MQENC_REVERSED) + b"original",
+        format=MQFMT_DEAD_LETTER_HEADER,
+        encoding=MQENC_REVERSED,
+        ccsid=1208,
+        priority=7,
+    )
+    header, original = dlh.unwrap(dead)
+    assert header == HEADER
+    assert (original.body, original.format, original.encoding, original.ccsid) == (
+        b"original",
+        "MQHRF2  ",
+        273,
+        819,
+    )
+    assert original.priority == 7  # the rest of the descriptor is the dead letter's
+
+
+def test_unwrap_refuses_a_body_without_a_header():
+    with pytest.raises(MQError):
+        dlh.unwrap(Message(body=b"no header"))
