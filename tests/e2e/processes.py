@@ -76,9 +76,6 @@ class ServeProcess(processes.ServeProcess):
         listener_ready = self.mqtt_port is None or len(self.lines("mqtt listener started")) >= self.starts
         return routers_ready and listener_ready
 
-    def wait_ready(self) -> None:
-        processes.wait_until(self._ready, READY_SECONDS, f"{self.name} to be ready")
-
     def routed(self, queue: str = DEFAULT_STREAM, pid: int | None = None) -> int:
         """Messages this process (or its router ``pid``) logged as routed from ``queue``."""
         return sum(
