@@ -1,4 +1,4 @@
-"""One MQTT connection's protocol rules (3.1 and 3.1.1), without sockets, clocks or SQL.
+"""One MQTT connection's protocol rules (3.1, 3.1.1 and 5.0), without sockets, clocks or SQL.
 
 The listener feeds a :class:`Session` the packets it decodes and the time, and carries
 out the actions it returns: packets to send, the connection to close (with the will to
@@ -19,6 +19,16 @@ gets a generated identifier, with CleanSession=0 it is refused (CONNACK 2).
 Keepalive: a client silent for one and a half times its keepalive is disconnected
 (its will is published); a connection that sends no CONNECT within
 ``connect_timeout`` seconds is closed.
+
+MQTT 5.0 (``docs/decisions.md``, "MQTT 5.0"): an empty client identifier is always accepted and
+the one generated is told in the CONNACK; the session lasts its Session Expiry Interval after
+the connection (0: it ends with it), which a DISCONNECT may change; every refusal carries its
+reason code (CONNACK, PUBACK, PUBREC, SUBACK) and a connection the server ends once open gets a
+DISCONNECT saying why; the CONNACK tells the client the :class:`Limits` it is held to (inbound
+publications unacknowledged at once, topic aliases, packet size) and what this broker does not
+offer (shared subscriptions, subscription identifiers), which SUBACK refuses with their reason
+codes. No enhanced authentication: a CONNECT naming a method is refused (Bad authentication
+method) and an AUTH packet is a Protocol Error.
 """
 
 from __future__ import annotations
@@ -27,16 +37,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from broker.protocol.mqtt.names import shared_subscription
 from broker.protocol.mqtt.packets import (
     CONNACK_ACCEPTED,
     CONNACK_IDENTIFIER_REJECTED,
+    MQTT_5,
     MQTT_31,
+    MQTT_311,
+    Auth,
     ConnAck,
     Connect,
     Disconnect,
     Packet,
     PingReq,
     PingResp,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -48,11 +63,68 @@ from broker.protocol.mqtt.packets import (
     Unsubscribe,
     Will,
 )
+from broker.protocol.mqtt.v5.reasons import ReasonCode
 
+PROTOCOL_ERROR = ReasonCode.PROTOCOL_ERROR
 MAX_31_CLIENT_ID = 23
 MAX_PACKET_ID = 65535
 KEEPALIVE_GRACE = 1.5
 DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+# The 3.1 / 3.1.1 CONNACK return codes the shell refuses with, as MQTT 5.0's reason codes.
+V5_REFUSALS = {
+    1: ReasonCode.UNSUPPORTED_PROTOCOL_VERSION,
+    2: ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+    3: ReasonCode.SERVER_UNAVAILABLE,
+    4: ReasonCode.BAD_USER_NAME_OR_PASSWORD,
+    5: ReasonCode.NOT_AUTHORIZED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What this server holds an MQTT 5.0 client to, told in its CONNACK: QoS 1/2 publications
+    received and not yet acknowledged (PUBACK, or PUBCOMP) at once, topic aliases the client
+    may set, and the largest packet it may send (0: none told)."""
+
+    receive_maximum: int = 65535
+    topic_alias_maximum: int = 0
+    maximum_packet_size: int = 0
+
+    def connack(self, assigned: str | None) -> Properties:
+        """The CONNACK's properties (those at their default left out)."""
+        return Properties(
+            assigned_client_identifier=assigned,
+            receive_maximum=self.receive_maximum if self.receive_maximum < 65535 else None,
+            topic_alias_maximum=self.topic_alias_maximum or None,
+            maximum_packet_size=self.maximum_packet_size or None,
+            shared_subscription_available=False,
+            subscription_identifier_available=False,
+        )
+
+
+NO_LIMITS = Limits()
+
+
+def session_expiry(connect: Connect) -> int | None:
+    """MQTT 5.0's Session Expiry Interval of ``connect`` in seconds (absent: 0); None in 3.1
+    and 3.1.1, whose CleanSession says whether the session outlives the connection."""
+    if connect.protocol_level != MQTT_5:
+        return None
+    return connect.properties.session_expiry_interval or 0
+
+
+def ends_with_connection(connect: Connect, expiry: int | None) -> bool:
+    """Whether the stored session ends with the connection: an ``expiry`` of 0 (MQTT 5.0),
+    CleanSession (3.1 and 3.1.1, ``expiry`` None)."""
+    return connect.clean_session if expiry is None else expiry == 0
+
+
+def inflight_limit(connect: Connect, most: int) -> int:
+    """QoS 1/2 messages sent to the client unacknowledged at once: ``most``, or fewer if an
+    MQTT 5.0 client's Receive Maximum says so."""
+    return min(most, connect.properties.receive_maximum or most)
 
 
 class Phase(Enum):
@@ -98,7 +170,8 @@ class Route:
 
 @dataclass(slots=True, unsafe_hash=True)
 class Release:
-    """PUBREL of a received QoS 2 message: forget its id durably, then :meth:`Session.released`."""
+    """PUBREL of a received QoS 2 message: forget its id durably, then :meth:`Session.released`
+    (which answers PUBCOMP, unless the id is forgotten because an MQTT 5.0 PUBREC refused it)."""
 
     packet_id: int
 
@@ -154,16 +227,22 @@ class Session:
     """The rules of one connection; the stored session's durable parts live in the shell."""
 
     __slots__ = (
+        "_aliases",
+        "_assigned",
         "_connect_timeout",
         "_early",
         "_inflight",
         "_last_seen",
+        "_limits",
         "_new_client_id",
         "_next_id",
+        "_quiet",
         "_received",
+        "_refusing",
         "_started",
         "client_id",
         "connect",
+        "expiry",
         "max_inflight",
         "phase",
     )
@@ -174,10 +253,21 @@ class Session:
         *,
         new_client_id: Callable[[], str],
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        limits: Limits = NO_LIMITS,
     ) -> None:
         self.phase = Phase.AWAITING_CONNECT
         self.connect: Connect | None = None
         self.client_id = ""
+        # MQTT 5.0: seconds the session outlives the connection (3.1 and 3.1.1: None)
+        self.expiry: int | None = None
+        self._limits = limits
+        self._assigned = False  # the client identifier was generated: the CONNACK tells it
+        # MQTT 5.0 only, made when first needed (most connections never need them): the topic
+        # aliases the client set, the QoS 2 ids a PUBREC refused (forgotten without PUBCOMP),
+        # and the SUBACK codes decided here for the SUBSCRIBEs being registered.
+        self._aliases: dict[int, str] | None = None
+        self._quiet: set[int] | None = None
+        self._refusing: dict[int, dict[int, int]] | None = None
         self._new_client_id = new_client_id
         self._connect_timeout = connect_timeout
         self._started = now
@@ -203,7 +293,7 @@ class Session:
             if kind in _ACKS:
                 return self._on_ack(packet)  # type: ignore[arg-type]
             if kind is Connect:
-                return self._close("a second CONNECT", will=True)
+                return self._close("a second CONNECT", will=True, code=PROTOCOL_ERROR)
             return self._handle(packet)
         if self.phase is Phase.CLOSED:
             return []
@@ -212,20 +302,38 @@ class Session:
                 return self._close(f"{type(packet).__name__} before CONNECT", will=False)
             return self._on_connect(packet)
         if isinstance(packet, Connect):
-            return self._close("a second CONNECT", will=True)
+            return self._close("a second CONNECT", will=True, code=PROTOCOL_ERROR)
         if self.phase is Phase.OPENING:
             self._early.append(packet)
             return []
         return self._handle(packet)
 
+    @property
+    def level(self) -> int:
+        """The protocol level of the CONNECT (3.1.1's before one came)."""
+        return MQTT_311 if self.connect is None else self.connect.protocol_level
+
+    @property
+    def ends_with_connection(self) -> bool:
+        """Whether the stored session ends with this connection: 3.1 and 3.1.1's CleanSession,
+        MQTT 5.0's Session Expiry Interval of 0 (as the CONNECT or the DISCONNECT set it)."""
+        return self.connect is not None and ends_with_connection(self.connect, self.expiry)
+
     def _on_connect(self, connect: Connect) -> list[Action]:
         client_id = connect.client_id
-        if connect.protocol_level == MQTT_31:
+        self.connect = connect
+        if connect.protocol_level == MQTT_5:
+            if connect.properties.authentication_method is not None:
+                return self.refused(ReasonCode.BAD_AUTHENTICATION_METHOD)
+            self.expiry = session_expiry(connect)
+            self._assigned = not client_id
+            acceptable = True
+            client_id = client_id or self._new_client_id()
+        elif connect.protocol_level == MQTT_31:
             acceptable = 0 < len(client_id) <= MAX_31_CLIENT_ID
         else:
             acceptable = bool(client_id) or connect.clean_session
             client_id = client_id or self._new_client_id()
-        self.connect = connect
         if not acceptable:
             return self.refused(CONNACK_IDENTIFIER_REJECTED)
         self.client_id = client_id
@@ -243,8 +351,12 @@ class Session:
         self.phase = Phase.OPEN
         self._received = dict.fromkeys(awaiting_release, True)
         # 3.1's CONNACK has no session-present flag: its first byte is reserved, sent as 0.
-        present = session_present and self.connect is not None and self.connect.protocol_level != MQTT_31
-        actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED))]
+        present = session_present and self.level != MQTT_31
+        if self.level == MQTT_5:
+            properties = self._limits.connack(self.client_id if self._assigned else None)
+            actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED, properties))]
+        else:
+            actions = [Send(ConnAck(present, CONNACK_ACCEPTED))]
         for item in outbound:
             packet_id = item.publish.packet_id
             assert packet_id is not None
@@ -259,9 +371,12 @@ class Session:
         return actions
 
     def refused(self, return_code: int) -> list[Action]:
-        """The CONNECT is refused with ``return_code``: CONNACK, then close (no will)."""
+        """The CONNECT is refused with ``return_code`` (3.1.1's, or an MQTT 5.0 reason code):
+        CONNACK, then close (no will). An MQTT 5.0 client is told the reason code."""
+        if self.level == MQTT_5:
+            return_code = V5_REFUSALS.get(return_code, return_code)
         actions: list[Action] = [Send(ConnAck(False, return_code))]
-        return actions + self._close(f"CONNECT refused with return code {return_code}", will=False)
+        return actions + self._close(f"CONNECT refused with return code {return_code:#04x}", will=False)
 
     def _handle(self, packet: Packet) -> list[Action]:
         if isinstance(packet, Publish):
@@ -273,16 +388,70 @@ class Session:
         if isinstance(packet, PubAck | PubRec | PubComp):
             return self._on_ack(packet)
         if isinstance(packet, Subscribe):
-            return [Register(packet)]
+            return self._on_subscribe(packet)
         if isinstance(packet, Unsubscribe):
             return [Deregister(packet)]
         if isinstance(packet, PingReq):
             return [Send(PingResp())]
         if isinstance(packet, Disconnect):
-            return self._close("DISCONNECT", will=False)
-        return self._close(f"{type(packet).__name__} is not sent to a server", will=True)
+            return self._on_disconnect(packet)
+        if isinstance(packet, Auth):  # no authentication method was agreed [MQTT-4.12.0-1]
+            return self._close(
+                "AUTH without an authentication method", will=True, code=ReasonCode.PROTOCOL_ERROR
+            )
+        return self._close(
+            f"{type(packet).__name__} is not sent to a server", will=True, code=ReasonCode.PROTOCOL_ERROR
+        )
+
+    def _on_disconnect(self, packet: Disconnect) -> list[Action]:
+        """A DISCONNECT: the will goes only with MQTT 5.0's Disconnect with Will Message, and a
+        Session Expiry Interval it sets replaces the CONNECT's, except that a session that was
+        to end with the connection cannot be made to outlive it [MQTT-3.14.2-2]."""
+        expiry = packet.properties.session_expiry_interval
+        if expiry is not None and self.expiry is not None:
+            if expiry and not self.expiry:
+                return self._close(
+                    "DISCONNECT set a Session Expiry Interval after 0",
+                    will=True,
+                    code=ReasonCode.PROTOCOL_ERROR,
+                )
+            self.expiry = expiry
+        will = packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+        return self._close(f"DISCONNECT ({packet.reason_code:#04x})" if will else "DISCONNECT", will=will)
+
+    def _on_subscribe(self, packet: Subscribe) -> list[Action]:
+        """Register the filters; in MQTT 5.0 a shared one, or a SUBSCRIBE with a Subscription
+        Identifier, is refused here with the reason code the CONNACK announced."""
+        if self.level != MQTT_5:
+            return [Register(packet)]
+        refusing: dict[int, int] = {
+            place: (
+                ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED
+                if packet.properties.subscription_identifiers
+                else ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED
+            )
+            for place, (text, _) in enumerate(packet.topics)
+            if packet.properties.subscription_identifiers or shared_subscription(text) is not None
+        }
+        if not refusing:
+            return [Register(packet)]
+        if len(refusing) == len(packet.topics):
+            return [Send(SubAck(packet.packet_id, tuple(refusing.values())))]
+        if self._refusing is None:
+            self._refusing = {}
+        self._refusing[packet.packet_id] = refusing
+        topics = tuple(topic for place, topic in enumerate(packet.topics) if place not in refusing)
+        return [Register(replace(packet, topics=topics))]
 
     def _on_publish(self, publish: Publish) -> list[Action]:
+        if self.level == MQTT_5 and publish.properties.subscription_identifiers:
+            reason = "a Subscription Identifier from a client"  # [MQTT-3.3.4-6]
+            return self._close(reason, will=True, code=PROTOCOL_ERROR)
+        if self.level == MQTT_5 and publish.properties.topic_alias is not None:
+            aliased = self._alias(publish)
+            if aliased is None:
+                return self._close("topic alias not valid", will=True, code=ReasonCode.TOPIC_ALIAS_INVALID)
+            publish = aliased
         if publish.qos == 0:
             return [Route(publish)]
         packet_id = publish.packet_id
@@ -292,30 +461,79 @@ class Session:
             return []  # a retransmission of one being routed: its acknowledgement follows
         if routed:
             return [Send(PubRec(packet_id))]  # routed already: acknowledge again, never route again
+        if len(self._received) >= self._limits.receive_maximum and self.level == MQTT_5:
+            return self._close(
+                "more publications unacknowledged than Receive Maximum",
+                will=True,
+                code=ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
+            )
         self._received[packet_id] = False
         return [Route(publish)]
 
-    def routed(self, publish: Publish) -> list[Action]:
-        """``publish`` is durably routed (or refused): its acknowledgement, if any."""
+    def _alias(self, publish: Publish) -> Publish | None:
+        """The PUBLISH with its topic alias resolved (None: an alias over the maximum announced,
+        or one with no topic set yet): a topic name sets the alias for the later ones."""
+        alias = publish.properties.topic_alias
+        assert alias is not None
+        if not 0 < alias <= self._limits.topic_alias_maximum:
+            return None
+        if self._aliases is None:
+            self._aliases = {}
+        topic = publish.topic
+        if topic:
+            self._aliases[alias] = topic
+        elif (found := self._aliases.get(alias)) is not None:
+            topic = found
+        else:
+            return None
+        return replace(publish, topic=topic, properties=replace(publish.properties, topic_alias=None))
+
+    def routed(self, publish: Publish, reason: int = 0) -> list[Action]:
+        """``publish`` is durably routed, or refused (MQTT 5.0: with ``reason``, the reason code
+        its acknowledgement carries; 3.1 and 3.1.1 acknowledge a refused one as any other)."""
         if publish.qos == 0 or publish.packet_id is None or self.phase is not Phase.OPEN:
             return []
         packet_id = publish.packet_id
+        if self.level != MQTT_5:
+            reason = 0
         if publish.qos == 1:
             self._received.pop(packet_id, None)
-            return [Send(PubAck(packet_id))]
-        self._received[packet_id] = True
-        return [Send(PubRec(packet_id))]
+            return [Send(PubAck(packet_id, reason))]
+        if reason < ReasonCode.UNSPECIFIED_ERROR:
+            self._received[packet_id] = True
+            return [Send(PubRec(packet_id, reason))]
+        # A PUBREC that refuses ends the exchange (section 4.3.3): no PUBREL follows, and the id
+        # may number the client's next publication, so the record of it goes, unanswered.
+        self._received.pop(packet_id, None)
+        if self._quiet is None:
+            self._quiet = set()
+        self._quiet.add(packet_id)
+        return [Send(PubRec(packet_id, reason)), Release(packet_id)]
 
     def released(self, packet_id: int) -> list[Action]:
-        """The QoS 2 id is durably forgotten: PUBCOMP."""
+        """The QoS 2 id is durably forgotten: PUBCOMP (none for one a PUBREC refused)."""
+        if self._quiet is not None and packet_id in self._quiet:
+            self._quiet.discard(packet_id)
+            return []
         self._received.pop(packet_id, None)
         return [Send(PubComp(packet_id))] if self.phase is Phase.OPEN else []
 
     def subscribed(self, packet_id: int, return_codes: Sequence[int]) -> list[Action]:
-        return [Send(SubAck(packet_id, tuple(return_codes)))] if self.phase is Phase.OPEN else []
+        """SUBACK, with the codes decided here for the filters not registered in their place."""
+        if self.phase is not Phase.OPEN:
+            return []
+        refusing = self._refusing.pop(packet_id, None) if self._refusing else None
+        codes = list(return_codes)
+        for place, code in sorted((refusing or {}).items()):
+            codes.insert(place, code)
+        return [Send(SubAck(packet_id, tuple(codes)))]
 
-    def unsubscribed(self, packet_id: int) -> list[Action]:
-        return [Send(UnsubAck(packet_id))] if self.phase is Phase.OPEN else []
+    def unsubscribed(self, packet_id: int, count: int = 1) -> list[Action]:
+        """UNSUBACK; MQTT 5.0's has a reason code for each of the ``count`` filters."""
+        if self.phase is not Phase.OPEN:
+            return []
+        codes = (ReasonCode.SUCCESS,) * count if self.level == MQTT_5 else ()
+        return [Send(UnsubAck(packet_id, codes))]
 
     # -- outbound --------------------------------------------------------------------------
 
@@ -373,19 +591,25 @@ class Session:
             return []
         if self.phase is Phase.AWAITING_CONNECT:
             return self._close("no CONNECT in time", will=False)
-        return self._close("keepalive expired", will=True)
+        return self._close("keepalive expired", will=True, code=ReasonCode.KEEP_ALIVE_TIMEOUT)
 
-    def connection_lost(self, reason: str) -> list[Action]:
-        """The connection ended without DISCONNECT (socket error, malformed packet,
-        takeover, shutdown): close, publishing the will."""
-        return self._close(reason, will=True)
+    def connection_lost(self, reason: str, code: int = 0) -> list[Action]:
+        """The connection ends without DISCONNECT (socket error, malformed packet, takeover,
+        shutdown): close, publishing the will. ``code``: the reason an MQTT 5.0 client is told
+        in a DISCONNECT, if it can still hear one (0: the connection is gone, none is sent)."""
+        return self._close(reason, will=True, code=code)
 
-    def _close(self, reason: str, *, will: bool) -> list[Action]:
+    def _close(self, reason: str, *, will: bool, code: int = 0) -> list[Action]:
+        """Close; an open MQTT 5.0 connection is first sent a DISCONNECT with ``code``, if any
+        (only once the CONNACK went: before it, a refusal is the CONNACK's)."""
         if self.phase is Phase.CLOSED:
             return []
         opened = self.phase in (Phase.OPEN, Phase.OPENING)
+        told = code and self.phase is Phase.OPEN and self.level == MQTT_5
         self.phase = Phase.CLOSED
         chosen = self.connect.will if will and opened and self.connect is not None else None
+        if told:
+            return [Send(Disconnect(code)), Close(reason, chosen)]
         return [Close(reason, chosen)]
 
 

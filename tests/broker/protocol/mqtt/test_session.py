@@ -6,13 +6,16 @@ from broker.protocol.mqtt.packets import (
     CONNACK_ACCEPTED,
     CONNACK_BAD_CREDENTIALS,
     CONNACK_IDENTIFIER_REJECTED,
+    MQTT_5,
     MQTT_31,
     MQTT_311,
+    Auth,
     ConnAck,
     Connect,
     Disconnect,
     PingReq,
     PingResp,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -28,6 +31,7 @@ from broker.protocol.mqtt.session import (
     Close,
     Delivered,
     Deregister,
+    Limits,
     Open,
     Outbound,
     Phase,
@@ -39,6 +43,7 @@ from broker.protocol.mqtt.session import (
     Session,
     Window,
 )
+from broker.protocol.mqtt.v5.reasons import ReasonCode
 
 WILL = Will("clients/c1/status", b"gone", 1, True)
 
@@ -265,3 +270,179 @@ def test_a_31_connack_never_says_session_present() -> None:
     session = Session(0.0, new_client_id=lambda: "x")
     session.receive(connect(level=MQTT_31, clean=False), 0.0)
     assert sent(session.opened(True, [], [])) == [ConnAck(False, CONNACK_ACCEPTED)]
+
+
+# -- MQTT 5.0 ------------------------------------------------------------------------------
+
+LIMITS = Limits(receive_maximum=2, topic_alias_maximum=3, maximum_packet_size=1000)
+
+
+def v5(
+    client_id: str = "c5", *, expiry: int | None = None, method: str | None = None, clean: bool = True
+) -> Connect:
+    properties = Properties(session_expiry_interval=expiry, authentication_method=method)
+    return Connect("MQTT", MQTT_5, client_id, clean, 0, WILL, properties=properties)
+
+
+def opened_v5(packet: Connect | None = None) -> tuple[Session, list[object]]:
+    session = Session(0.0, new_client_id=lambda: "generated-5", limits=LIMITS)
+    actions = session.receive(packet or v5(), 0.0)
+    assert isinstance(actions[0], Open)
+    return session, list(session.opened(False, (), ()))
+
+
+def test_v5_an_empty_client_id_is_assigned_and_told_in_the_connack_with_the_limits() -> None:
+    session, actions = opened_v5(v5(""))
+    assert session.client_id == "generated-5"
+    [sent] = actions
+    assert isinstance(sent, Send) and isinstance(sent.packet, ConnAck)
+    properties = sent.packet.properties
+    assert properties.assigned_client_identifier == "generated-5"
+    assert (properties.receive_maximum, properties.topic_alias_maximum) == (2, 3)
+    assert properties.maximum_packet_size == 1000
+    assert properties.shared_subscription_available is False
+    assert properties.subscription_identifier_available is False
+
+
+def test_v5_a_client_id_given_is_not_told_back() -> None:
+    _, [sent] = opened_v5()
+    assert isinstance(sent, Send) and isinstance(sent.packet, ConnAck)
+    assert sent.packet.properties.assigned_client_identifier is None
+
+
+def test_v5_session_expiry_decides_whether_the_session_ends_with_the_connection() -> None:
+    assert opened_v5(v5(expiry=0))[0].ends_with_connection
+    assert opened_v5(v5(expiry=None))[0].ends_with_connection  # absent: 0
+    lasting, _ = opened_v5(v5(expiry=60, clean=True))
+    assert not lasting.ends_with_connection  # Clean Start discards the old one, not this one
+    assert lasting.expiry == 60
+
+
+def test_v5_disconnect_may_change_the_expiry_but_not_from_zero() -> None:
+    session, _ = opened_v5(v5(expiry=60))
+    actions = session.receive(Disconnect(properties=Properties(session_expiry_interval=0)), 1.0)
+    assert actions == [Close("DISCONNECT", None)]
+    assert session.ends_with_connection
+    session, _ = opened_v5(v5(expiry=0))
+    actions = session.receive(Disconnect(properties=Properties(session_expiry_interval=30)), 1.0)
+    assert actions[0] == Send(Disconnect(ReasonCode.PROTOCOL_ERROR))
+    assert isinstance(actions[1], Close) and actions[1].will == WILL
+    assert session.ends_with_connection
+
+
+def test_v5_disconnect_with_will_message_publishes_the_will() -> None:
+    session, _ = opened_v5()
+    [close] = session.receive(Disconnect(ReasonCode.DISCONNECT_WITH_WILL_MESSAGE), 1.0)
+    assert isinstance(close, Close) and close.will == WILL
+
+
+def test_v5_refusals_carry_reason_codes() -> None:
+    session = Session(0.0, new_client_id=lambda: "x")
+    assert isinstance(session.receive(v5(), 0.0)[0], Open)
+    assert session.refused(CONNACK_BAD_CREDENTIALS)[0] == Send(
+        ConnAck(False, ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+    )
+    method = Session(0.0, new_client_id=lambda: "x")
+    actions = method.receive(v5(method="SCRAM-SHA-1"), 0.0)
+    assert actions[0] == Send(ConnAck(False, ReasonCode.BAD_AUTHENTICATION_METHOD))
+    assert isinstance(actions[1], Close) and actions[1].will is None
+
+
+def test_v5_the_server_says_why_it_ends_an_open_connection() -> None:
+    session, _ = opened_v5(Connect("MQTT", MQTT_5, "k", True, 10, WILL))
+    assert session.tick(100.0)[0] == Send(Disconnect(ReasonCode.KEEP_ALIVE_TIMEOUT))
+    session, _ = opened_v5()
+    assert session.connection_lost("taken over", ReasonCode.SESSION_TAKEN_OVER)[0] == Send(
+        Disconnect(ReasonCode.SESSION_TAKEN_OVER)
+    )
+    session, _ = opened_v5()
+    assert session.receive(v5(), 1.0)[0] == Send(Disconnect(ReasonCode.PROTOCOL_ERROR))
+    session, _ = opened_v5()
+    assert session.receive(Auth(ReasonCode.RE_AUTHENTICATE), 1.0)[0] == Send(
+        Disconnect(ReasonCode.PROTOCOL_ERROR)
+    )
+    session, _ = opened_v5()
+    assert session.connection_lost("socket closed") == [Close("socket closed", WILL)]  # nobody to tell
+
+
+def test_v3_hears_no_disconnect() -> None:
+    session = opened(keepalive=10)
+    assert session.tick(100.0) == [Close("keepalive expired", WILL)]
+
+
+def test_v5_topic_aliases_resolve_and_an_unknown_or_too_large_one_ends_the_connection() -> None:
+    session, _ = opened_v5()
+    alias = Properties(topic_alias=2)
+    [route] = session.receive(Publish("a/b", b"1", properties=alias), 1.0)
+    assert route == Route(Publish("a/b", b"1"))
+    [route] = session.receive(Publish("", b"2", properties=alias), 1.0)
+    assert route == Route(Publish("a/b", b"2"))
+    unknown = session.receive(Publish("", b"3", properties=Properties(topic_alias=1)), 1.0)
+    assert unknown[0] == Send(Disconnect(ReasonCode.TOPIC_ALIAS_INVALID))
+    session, _ = opened_v5()
+    too_large = session.receive(Publish("a", b"", properties=Properties(topic_alias=4)), 1.0)
+    assert too_large[0] == Send(Disconnect(ReasonCode.TOPIC_ALIAS_INVALID))
+
+
+def test_v5_a_client_publication_with_a_subscription_identifier_is_a_protocol_error() -> None:
+    session, _ = opened_v5()
+    actions = session.receive(Publish("t", b"", properties=Properties(subscription_identifiers=(1,))), 1.0)
+    assert actions[0] == Send(Disconnect(ReasonCode.PROTOCOL_ERROR))
+
+
+def test_v5_more_unacknowledged_publications_than_receive_maximum_end_the_connection() -> None:
+    session, _ = opened_v5()
+    for packet_id in (1, 2):
+        assert session.receive(Publish("t", b"", 1, packet_id=packet_id), 1.0) == [
+            Route(Publish("t", b"", 1, packet_id=packet_id))
+        ]
+    actions = session.receive(Publish("t", b"", 1, packet_id=3), 1.0)
+    assert actions[0] == Send(Disconnect(ReasonCode.RECEIVE_MAXIMUM_EXCEEDED))
+    session, _ = opened_v5()
+    first = Publish("t", b"", 1, packet_id=1)
+    session.receive(first, 1.0)
+    session.routed(first)  # acknowledged: room again
+    session.receive(Publish("t", b"", 2, packet_id=2), 1.0)
+    assert session.receive(Publish("t", b"", 1, packet_id=3), 1.0) == [
+        Route(Publish("t", b"", 1, packet_id=3))
+    ]
+
+
+def test_v5_refused_publications_are_acknowledged_with_their_reason() -> None:
+    session, _ = opened_v5()
+    qos1 = Publish("t", b"", 1, packet_id=1)
+    session.receive(qos1, 1.0)
+    assert session.routed(qos1, ReasonCode.NOT_AUTHORIZED) == [Send(PubAck(1, ReasonCode.NOT_AUTHORIZED))]
+    qos2 = Publish("t", b"", 2, packet_id=2)
+    session.receive(qos2, 1.0)
+    refused = session.routed(qos2, ReasonCode.NOT_AUTHORIZED)
+    assert refused == [Send(PubRec(2, ReasonCode.NOT_AUTHORIZED)), Release(2)]
+    assert session.released(2) == []  # the exchange is over: no PUBCOMP
+    again = Publish("t", b"new", 2, packet_id=2)  # the id numbers a new publication
+    assert session.receive(again, 1.0) == [Route(again)]
+
+
+def test_v3_refused_publications_are_acknowledged_as_any_other() -> None:
+    session = opened()
+    qos1 = Publish("t", b"", 1, packet_id=1)
+    session.receive(qos1, 1.0)
+    assert session.routed(qos1, ReasonCode.NOT_AUTHORIZED) == [Send(PubAck(1))]
+
+
+def test_v5_shared_filters_and_subscription_identifiers_are_refused_in_the_suback() -> None:
+    session, _ = opened_v5()
+    packet = Subscribe(7, (("a/#", 1), ("$share/g/b", 1), ("c", 0)))
+    [register] = session.receive(packet, 1.0)
+    assert register == Register(Subscribe(7, (("a/#", 1), ("c", 0))))
+    [suback] = session.subscribed(7, [1, 0])
+    assert suback == Send(SubAck(7, (1, ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED, 0)))
+    identified = Subscribe(8, (("a", 1),), Properties(subscription_identifiers=(5,)))
+    assert session.receive(identified, 1.0) == [
+        Send(SubAck(8, (ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,)))
+    ]
+
+
+def test_v5_unsuback_has_a_reason_code_for_each_filter() -> None:
+    session, _ = opened_v5()
+    assert session.unsubscribed(3, 2) == [Send(UnsubAck(3, (0, 0)))]
+    assert opened().unsubscribed(3, 2) == [Send(UnsubAck(3))]
