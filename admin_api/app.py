@@ -30,10 +30,13 @@ from admin_api.models import MAX_BODY_BYTES, Problem
 from admin_api.routers import (
     acl,
     audit,
+    config,
     docs,
     health,
+    messages,
     mqtt,
     network,
+    publications,
     queues,
     retained,
     status,
@@ -65,7 +68,22 @@ ACL rules, groups, tokens and reads the audit log.
 Errors are RFC 9457 problems (`application/problem+json`) with the MQ reason name and number
 when there is one.
 """
-ROUTERS = (health, queues, subscriptions, retained, acl, status, tokens, audit, network, mqtt, docs)
+ROUTERS = (
+    health,
+    queues,
+    messages,
+    subscriptions,
+    retained,
+    publications,
+    acl,
+    status,
+    tokens,
+    audit,
+    network,
+    mqtt,
+    config,
+    docs,
+)
 STATIC = Path(__file__).resolve().parent / "static"
 
 

@@ -19,16 +19,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     StrictBool,
     StringConstraints,
     WithJsonSchema,
     model_validator,
 )
 
+from broker.admin.accounts import MAX_LIFETIME as MAX_TOKEN_LIFETIME
 from broker.core.system import QueueProblem
 from broker.core.topics import check_subscribe_topic
 from broker.protocol.options import RegOpt
-from broker.protocol.psc import MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
+from broker.protocol.psc import MAX_FOLDER_BYTES, MAX_SUB_IDENTITY_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from broker.service.health import Outage, TaskReport
 from queues.definition import DEFINITION_TYPES, INDEX_TYPES, MAX_MAX_DEPTH, MAX_MAX_MSG_LENGTH, USAGES
 from queues.message import FORMAT_LENGTH, USER_ID_LENGTH
@@ -548,7 +550,9 @@ class MqttSession(BaseModel):
     ``node``: the node of the MQTT cluster its client is connected to, "" when offline;
     ``offline_since``: when its client went, 0 while connected; ``dropped``: messages
     dropped from its queue over the ``mqtt_max_queued`` limit; ``refused``: its client's
-    publications and subscriptions the broker's authority refused)."""
+    publications and subscriptions the broker's authority refused; ``keepalive``: seconds, as
+    its last CONNECT asked; ``bytes_in`` and ``bytes_out``: of its current or last connection,
+    written by its listener every 5 seconds)."""
 
     client_id: str
     user: str
@@ -564,6 +568,14 @@ class MqttSession(BaseModel):
     offline_since: int
     dropped: int
     refused: int
+    keepalive: int
+    bytes_in: int
+    bytes_out: int
+    session_expiry: int | None = Field(
+        None, description="MQTT 5.0: seconds the session outlives its connection (4294967295: never)"
+    )
+    receive_maximum: int | None = Field(None, description="MQTT 5.0: as its client's CONNECT gave it")
+    topic_alias_maximum: int | None = Field(None, description="MQTT 5.0: as its client's CONNECT gave it")
 
 
 class MqttNode(BaseModel):
@@ -672,6 +684,9 @@ class TokenIn(Strict):
 
     role: Literal["viewer", "operator", "admin"]
     principal: UserId
+    expires_in: int | None = Field(
+        None, ge=1, le=MAX_TOKEN_LIFETIME, description="seconds until the token expires (none: it never does)"
+    )
 
 
 class TokenOut(BaseModel):
@@ -681,6 +696,7 @@ class TokenOut(BaseModel):
     principal: str
     created_at: int
     revoked_at: int | None
+    expires_at: int | None = Field(None, description="epoch ms; none: never")
 
 
 class IssuedTokenOut(TokenOut):
@@ -757,3 +773,170 @@ class Status(BaseModel):
     queues: list[QueueDepth]
     problems: list[QueueProblemOut] = Field(description="the broker's own queues that cannot be used now")
     last_errors: list[ErrorNote]
+
+
+# -- MQTT session detail and principals --------------------------------------------------------
+
+MAX_PASSWORD_LENGTH = 1024  # characters: 4 KiB of UTF-8 at most, well within an MQTT CONNECT's 65,535
+
+
+def _password(value: SecretStr) -> SecretStr:
+    """A password an MQTT client can send, with errors that never echo it (the schema says
+    the same: ``WithJsonSchema``)."""
+    text = value.get_secret_value()
+    if not text:
+        raise ValueError("the password is empty")
+    if len(text) > MAX_PASSWORD_LENGTH:
+        raise ValueError(f"a password is at most {MAX_PASSWORD_LENGTH:,} characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the password is not valid Unicode text") from None
+    return value
+
+
+Password = Annotated[
+    SecretStr,
+    AfterValidator(_password),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "password",
+            "writeOnly": True,
+            "minLength": 1,
+            "maxLength": MAX_PASSWORD_LENGTH,
+            "description": "stored only as a salted scrypt hash; never returned, logged or audited",
+        }
+    ),
+]
+
+
+class MqttGrant(BaseModel):
+    """A subscription of an MQTT session: its topic filter and the QoS granted."""
+
+    filter: str
+    qos: int
+
+
+class MqttSessionDetail(MqttSession):
+    subscriptions: list[MqttGrant] = Field(description="by topic filter")
+
+
+class MqttPrincipal(BaseModel):
+    """A user name MQTT clients log in with (``broker mqtt passwd``); ``created_at`` in epoch ms."""
+
+    user: str
+    created_at: int
+
+
+class MqttPrincipalIn(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"user": "sensor1", "password": "s3cret"}]}
+    )
+
+    user: UserId = Field(description="at most 12 characters: the MQMD UserIdentifier of its publications")
+    password: Password
+
+
+class MqttPasswordIn(Strict):
+    password: Password
+
+
+# -- getting, moving and copying messages; publishing ------------------------------------------
+
+MAX_SELECTION = 100  # messages moved or copied in one request (one unit of work)
+MAX_FOLDERS = 16  # extra MQRFH2 folders of one publication
+
+MsgId = Annotated[str, StringConstraints(pattern=MSG_ID), Field(examples=["414d5120514d31" + "0" * 34])]
+Folder = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_FOLDER_BYTES, pattern=XML_TEXT),
+    Field(examples=["<usr><colour>red</colour></usr>"]),
+]
+
+
+def _utf8(text: str) -> str:
+    if not _encodable(text):
+        raise ValueError("the text holds a lone surrogate, which no UTF-8 text can")
+    return text
+
+
+class MessageSelection(Strict):
+    """Messages of a queue, by MsgId, and the queue they go to."""
+
+    msg_ids: list[MsgId] = Field(min_length=1, max_length=MAX_SELECTION, description="48 hex digits each")
+    target: QueueName
+
+
+class Transferred(BaseModel):
+    queue: str
+    target: str
+    msg_ids: list[str] = Field(description="the messages' MsgIds, on the target queue as on the source")
+
+
+class Destination(Strict):
+    queue: QueueName
+
+
+class PublicationIn(Strict):
+    """A publication, sent to the broker as an application's Publish command."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "topics": ["Sport/Soccer"],
+                    "body_text": "1-0",
+                    "retain": True,
+                    "folders": ["<usr><a>1</a></usr>"],
+                }
+            ]
+        },
+    )
+
+    topics: list[Topic] = Field(min_length=1, max_length=MAX_TOPICS, description="no wildcard levels")
+    body_text: Annotated[str, AfterValidator(_utf8)] = Field(
+        "", description="the payload, put in UTF-8 (MQSTR)"
+    )
+    retain: Flag = Field(False, description="RetainPub: the broker keeps it for later subscribers")
+    local: Flag = Field(False, description="Local: never passed on to neighbouring brokers")
+    sub_point: SubPoint | None = None
+    folders: list[Folder] = Field(
+        default_factory=list,
+        max_length=MAX_FOLDERS,
+        description="extra MQRFH2 folders after the <psc> one, each one XML element (<usr>, <mcd>...)",
+    )
+    persistence: int = Field(2, ge=0, le=2, description="0 no, 1 yes, 2 as the stream queue's default")
+    priority: int = Field(-1, ge=-1, le=9, description="-1: the stream queue's default")
+    expiry: Expiry = Field(-1, description="tenths of a second; -1 unlimited")
+    user_id: UserId | None = Field(None, description="publish as this user (default: the token's principal)")
+
+
+class Published(BaseModel):
+    completion: Literal["ok", "warning"]
+    topics: list[str]
+    warnings: list[ResponseItem] = Field(description="topics the broker refused or warned about")
+
+
+# -- configuration backup ----------------------------------------------------------------------
+
+
+class ConfigChange(BaseModel):
+    """One line of an import's report: what it does to one object."""
+
+    action: Literal["create", "alter", "delete", "leave"] = Field(
+        description="leave: the broker has it, the file leaves it out, and the import does not prune"
+    )
+    kind: str = Field(examples=["queue"])
+    name: str = Field(examples=["APP.OUT"])
+    line: str = Field(examples=["alter queue APP.OUT: max_depth 5000 -> 10000"])
+
+
+class ConfigReport(BaseModel):
+    """What an import of a configuration file changed, or would change (``dry_run``)."""
+
+    dry_run: bool
+    changes: list[ConfigChange] = Field(description="created, altered and deleted objects")
+    left: list[ConfigChange] = Field(description="objects the file leaves out, left as they are")
+    lines: list[str] = Field(description="the report as the CLI prints it ('no changes' if none)")

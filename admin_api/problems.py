@@ -98,8 +98,17 @@ def status_for(reason: int) -> int:
     return REASON_STATUS.get(reason, REFUSED)
 
 
+class NamedInBody(MQError):
+    """An object the request's body names (a message to move, a queue to copy to) is not there:
+    409, not 404, as the resource the path names exists; the MQ reason is the same."""
+
+    def __init__(self, exc: MQError) -> None:
+        super().__init__(exc.reason, exc.detail)
+
+
 def status_of(exc: MQError) -> int:
-    return status_for(exc.reason)
+    status = status_for(exc.reason)
+    return 409 if status == 404 and isinstance(exc, NamedInBody) else status
 
 
 def instance_of(request: Request) -> str:

@@ -23,6 +23,7 @@ from broker.core.throttle import address_key
 from broker.service.config import Settings
 from broker.service.throttling import Guard
 from queues import QueueManager
+from queues.ids import now_ms
 
 log = logging.getLogger("admin_api.signins")
 
@@ -88,7 +89,7 @@ class Signins:
         except BaseException:
             self.guard.abandoned(user, address)
             raise
-        if token is not None and not token.revoked:
+        if token is not None and token.live(now_ms()):
             self.guard.succeeded(user, address)
             return token
         if token is not None and door == SESSION:
@@ -101,7 +102,7 @@ class Signins:
         self.failures.labels(door).inc()
         address = request.client.host if request.client else ""
         summary: dict[str, Any] = {
-            "sign_in": "revoked token" if token is not None else "unknown token",
+            "sign_in": _refused(token),
             "door": door,
             "address": address,
         }
@@ -112,6 +113,13 @@ class Signins:
             record_failed_sign_in(self.qm, request.scope, token, summary, UNAUTHORIZED)
         except Exception:  # the refusal stands; a lost entry must not turn it into a 500
             log.exception("audit entry not written", extra=summary)
+
+
+def _refused(token: Token | None) -> str:
+    """Why a token was refused, for the log and the audit entry."""
+    if token is None:
+        return "unknown token"
+    return "revoked token" if token.revoked else "expired token"
 
 
 def _key(secret: str) -> str:

@@ -1019,8 +1019,16 @@ class QueueManager:
 
     def holders(self, name: str) -> list[opens.Holder]:
         """Who holds ``name`` open now (MQ's DISPLAY QSTATUS TYPE(HANDLE))."""
-        with self.reading() as conn:
-            return opens.live(sql.select_opens(conn, name), now_ms())
+        return self.holders_of([name])[name]
+
+    def holders_of(self, names: Sequence[str]) -> dict[str, list[opens.Holder]]:
+        """Who holds each of ``names`` open now, by owner: one read for a page of queues."""
+        rows: list[Any] = []
+        if names:
+            with self.reading() as conn:
+                rows = sorted(sql.select_opens_of(conn, names), key=lambda row: row.owner)
+        now = now_ms()
+        return {name: opens.live((row for row in rows if row.queue == name), now) for name in names}
 
     def purge_queue(self, name: str) -> int:
         """CLEAR QLOCAL: remove every message, return how many."""
@@ -1051,17 +1059,21 @@ class QueueManager:
         with self.reading() as conn:
             return sql.count_queues(conn, pattern)
 
-    def queue_page(self, pattern: str = "*", *, after: str = "", limit: int = 50) -> list[QueueHead]:
-        """Up to ``limit`` queues matching ``pattern``, by name after ``after`` (keyset paging:
-        a page costs the same at the 100,000th queue as at the first), each with the time its
-        head message was put. The pattern's literal start narrows the rows in SQL; the rest is
-        matched here, reading on until the page is full."""
+    def queue_page(
+        self, pattern: str = "*", *, after: str = "", limit: int = 50, descending: bool = False
+    ) -> list[QueueHead]:
+        """Up to ``limit`` queues matching ``pattern``, by name after ``after`` (before it,
+        ``descending``; keyset paging: a page costs the same at the 100,000th queue as at the
+        first), each with the time its head message was put. The pattern's literal start
+        narrows the rows in SQL; the rest is matched here, reading on until the page is full."""
         prefix = pattern[: min((i for i, c in enumerate(pattern) if c in "*?"), default=len(pattern))]
         found: list[QueueHead] = []
         cursor = after
         while len(found) < limit:
             with self.reading() as conn:
-                rows = sql.select_queue_page(conn, after=cursor, prefix=prefix, limit=limit)
+                rows = sql.select_queue_page(
+                    conn, after=cursor, prefix=prefix, limit=limit, descending=descending
+                )
             if not rows:
                 break
             cursor = rows[-1].name
@@ -1162,13 +1174,23 @@ class QueueManager:
                 raise NoMessageAvailable(queue)
             self.notifier.wait([queue], token, remaining)
 
-    def browse(self, queue: str, *, after: tuple[int, int] | None = None, limit: int = 1) -> list[Browsed]:
-        """Look at messages without removing them; pass the last cursor as ``after`` for the next."""
+    def browse(
+        self,
+        queue: str,
+        *,
+        after: tuple[int, int] | None = None,
+        limit: int = 1,
+        msg_id: bytes | None = None,
+    ) -> list[Browsed]:
+        """Look at messages without removing them; pass the last cursor as ``after`` for the next.
+        ``msg_id``: only the messages with this MsgId (MQ's browse with MQMO_MATCH_MSG_ID)."""
         now = now_ms()
         with self.reading() as conn:
             if sql.select_queue(conn, queue) is None:
                 raise UnknownObject(queue)
-            rows = sql.browse_messages(conn, queue, after, limit, now)
+            rows = sql.browse_messages(
+                conn, queue, after, limit, now, None if msg_id is None else _fixed_id(msg_id, "MsgId")
+            )
         return [Browsed((row.priority, row.id), row_to_message(row, now), row.put_at) for row in rows]
 
     def wait_for_arrival(self, queues: Sequence[str], token: int, timeout: float) -> None:

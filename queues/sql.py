@@ -125,9 +125,12 @@ def like_prefix(prefix: str) -> str:
     return like_literal(prefix) + "%"
 
 
-def select_queue_page(conn: Connection, *, after: str, prefix: str, limit: int) -> list[Row[Any]]:
-    """Up to ``limit`` queues by name after ``after`` whose names start with ``prefix``, each
-    with ``head_put_at``: when the message a get would take next was put (None when empty).
+def select_queue_page(
+    conn: Connection, *, after: str, prefix: str, limit: int, descending: bool = False
+) -> list[Row[Any]]:
+    """Up to ``limit`` queues by name after ``after`` (before it, ``descending``; "" for the
+    first page) whose names start with ``prefix``, each with ``head_put_at``: when the message
+    a get would take next was put (None when empty).
 
     Keyset order on the primary key, and the head is the first entry of the claim index
     (queue, priority desc, id), so a page costs the same with 100,000 queues as with ten and
@@ -140,7 +143,10 @@ def select_queue_page(conn: Connection, *, after: str, prefix: str, limit: int) 
         .scalar_subquery()
         .label("head_put_at")
     )
-    stmt = select(queues, head).where(queues.c.name > after).order_by(queues.c.name).limit(limit)
+    name = queues.c.name
+    stmt = select(queues, head).order_by(name.desc() if descending else name).limit(limit)
+    if after:
+        stmt = stmt.where(name < after if descending else name > after)
     if prefix:
         stmt = stmt.where(queues.c.name >= prefix, queues.c.name.like(like_prefix(prefix), escape="\\"))
     return list(conn.execute(stmt))
@@ -866,10 +872,18 @@ def _consume_statement() -> Any:
 
 
 def browse_messages(
-    conn: Connection, queue: str, after: tuple[int, int] | None, limit: int, now: int
+    conn: Connection,
+    queue: str,
+    after: tuple[int, int] | None,
+    limit: int,
+    now: int,
+    msg_id: bytes | None = None,
 ) -> list[Row[Any]]:
-    """Live messages after the browse cursor ``(priority, id)``, in get order."""
+    """Live messages after the browse cursor ``(priority, id)``, in get order; only those with
+    ``msg_id`` when it is given."""
     conditions = [messages.c.queue == queue, _live(now)]
+    if msg_id is not None:
+        conditions.append(messages.c.msg_id == msg_id)
     if after is not None:
         priority, last_id = after
         conditions.append(

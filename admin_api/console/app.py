@@ -9,14 +9,44 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 
-from admin_api.console import dead_letters, mqtt, network, overview, queues, signin, subscriptions, topics
+from admin_api.console import (
+    audit,
+    config,
+    dead_letters,
+    messages,
+    mqtt,
+    network,
+    overview,
+    publications,
+    queues,
+    security,
+    signin,
+    subscriptions,
+    tokens,
+    topics,
+)
 from admin_api.console.notes import refusal
 from admin_api.console.pages import PREFIX, redirect, render
 from admin_api.console.rates import QueueRates, Rates
 from admin_api.console.sessions import Refused, SignInNeeded
 from queues.errors import MQError, UnknownObject
 
-ROUTERS = (signin, overview, queues, dead_letters, subscriptions, topics, network, mqtt)
+ROUTERS = (
+    signin,
+    overview,
+    queues,
+    messages,
+    dead_letters,
+    subscriptions,
+    topics,
+    publications,
+    network,
+    security,
+    mqtt,
+    tokens,
+    audit,
+    config,
+)
 HX_REDIRECT = "HX-Redirect"
 
 

@@ -148,16 +148,22 @@ def outcome(request: Request, back: str, action: Callable[[], str | Note]) -> Re
     with why the queue manager or the broker refused it (the MQ reason, as the API gives it)."""
     try:
         done = action()
-    except MQError as exc:
-        return redirect(back, refusal(str(exc)), request=request)
-    except ApiProblem as exc:
-        return redirect(back, refusal(f"{exc.title}: {exc.detail}"), request=request)
-    except ValidationError as exc:
-        wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return redirect(back, refusal(wrong), request=request)
-    except ValueError as exc:
-        return redirect(back, refusal(str(exc)), request=request)
+    except REFUSALS as exc:
+        return redirect(back, refused(exc), request=request)
     return redirect(back, done if isinstance(done, Note) else Note(done), request=request)
+
+
+# What a change the API's handlers refuse raises (ValidationError is a ValueError).
+REFUSALS = (MQError, ApiProblem, ValueError)
+
+
+def refused(exc: Exception) -> Note:
+    """Why a change was refused, as the API says it: the MQ reason, the problem, the fields."""
+    if isinstance(exc, ApiProblem):
+        return refusal(f"{exc.title}: {exc.detail}")
+    if isinstance(exc, ValidationError):
+        return refusal("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    return refusal(str(exc))
 
 
 def sign_in_cookie(response: Response, secret: str, request: Request) -> None:

@@ -62,25 +62,26 @@ class Rates:
 @dataclass(frozen=True, slots=True)
 class QueueRate:
     """Messages put and gotten per second over the samples a queue's pages have taken (at
-    most the last window); None until two samples ``min_gap_ms`` apart exist."""
+    most the last window), None until two samples ``min_gap_ms`` apart exist; and the depth at
+    each sample, (epoch ms, depth), oldest first: its recent history."""
 
     put: float | None
     get: float | None
-
-
-NO_RATE = QueueRate(None, None)
+    depths: tuple[tuple[int, int], ...] = ()
 
 
 class QueueRates:
-    """Per-queue put and get rates from the queues' counters, sampled when the console shows
-    the queue (its list refreshes itself every few seconds). Bounded: the ``max_queues`` shown
-    most recently keep samples, so paging through 100,000 queues costs a fixed memory."""
+    """Per-queue put and get rates from the queues' counters, and their depths, sampled when
+    the console shows the queue (its list refreshes itself every few seconds). Bounded: the
+    ``max_queues`` shown most recently keep samples, so paging through 100,000 queues costs a
+    fixed memory."""
 
     def __init__(self, *, window_ms: int = 60_000, min_gap_ms: int = 1_000, max_queues: int = 10_000) -> None:
         self.window_ms = window_ms
         self.min_gap_ms = min_gap_ms
         self.max_queues = max_queues
-        self._samples: OrderedDict[str, deque[tuple[int, int, int]]] = OrderedDict()
+        # (at, put_count, get_count, depth) per queue
+        self._samples: OrderedDict[str, deque[tuple[int, int, int, int]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def observe(self, at: int, queues: Iterable[QueueDefinition]) -> dict[str, QueueRate]:
@@ -90,17 +91,18 @@ class QueueRates:
 
     def _observe(self, at: int, queue: QueueDefinition) -> QueueRate:
         samples = self._samples.pop(queue.name, None)
-        if samples is None or (samples and samples[-1][1:] > (queue.put_count, queue.get_count)):
+        if samples is None or (samples and samples[-1][1:3] > (queue.put_count, queue.get_count)):
             samples = deque()  # new, or deleted and defined again: its counters began anew
         if not samples or at - samples[-1][0] >= self.min_gap_ms:
-            samples.append((at, queue.put_count, queue.get_count))
+            samples.append((at, queue.put_count, queue.get_count, queue.depth))
         while samples[0][0] < at - self.window_ms:
             samples.popleft()
         self._samples[queue.name] = samples  # the most recently shown last
         while len(self._samples) > self.max_queues:
             self._samples.popitem(last=False)
+        depths = tuple((sample[0], sample[3]) for sample in samples)
         first, last = samples[0], samples[-1]
         seconds = (last[0] - first[0]) / 1000
         if seconds * 1000 < self.min_gap_ms:
-            return NO_RATE
-        return QueueRate((last[1] - first[1]) / seconds, (last[2] - first[2]) / seconds)
+            return QueueRate(None, None, depths)
+        return QueueRate((last[1] - first[1]) / seconds, (last[2] - first[2]) / seconds, depths)

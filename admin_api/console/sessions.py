@@ -133,6 +133,7 @@ def acting(role: Role) -> Callable[..., Session]:
 
 Viewing = Annotated[Session, Depends(signed_in)]
 Operator = Annotated[Session, Depends(permitted(Role.OPERATOR))]
+Admin = Annotated[Session, Depends(permitted(Role.ADMIN))]
 Operating = Annotated[Session, Depends(acting(Role.OPERATOR))]
 Administering = Annotated[Session, Depends(acting(Role.ADMIN))]
 Signing = Annotated[Session, Depends(acting(Role.VIEWER))]

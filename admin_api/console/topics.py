@@ -1,10 +1,11 @@
 """The topic tree: the topics that have subscriptions or retained publications, one level at a
-time, each with how many subscriptions are on it and below it and its retained value.
+time, each with how many subscriptions are on it and below it and its retained publications.
 
-A level is read when it is opened (htmx loads a node's children into it), from at most
-``SCAN`` subscription topics (``broker.store.subscription_topics``: the topic column alone,
-narrowed on its indexed head) and retained publications below the node: a tree of a million
-subscriptions opens as fast as a small one, and a node whose counts stopped at the limit says so.
+A level is read when it is opened (htmx loads a node's children into it) with one aggregate
+statement over at most ``SCAN`` subscriptions below the node (``broker.store.topic_levels``):
+a tree of a million subscriptions opens as fast as a small one. Where a level holds more, the
+names past those counted are still listed, marked as not counted, and counts that stopped at
+the limit say so.
 """
 
 from __future__ import annotations
@@ -19,14 +20,23 @@ from admin_api.console.params import RowId, TopicText
 from admin_api.console.sessions import FormValues, Operating, Viewing
 from admin_api.routers import retained as retained_api
 from admin_api.services import Services, Svc
-from broker import store
 from broker.core.retained import RetainedPublication
 from broker.core.topics import SEPARATOR
+from broker.store import topic_levels
+from broker.store.topic_levels import TopicLevel
 from queues.formatting import body_text
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 SCAN = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Retained:
+    id: int
+    sub_point: str
+    value: str  # the payload as text, or its length when it is not text
+    retained_at: int  # epoch ms
 
 
 @dataclass(slots=True)
@@ -36,59 +46,43 @@ class TopicNode:
     here: int = 0  # subscriptions on exactly this topic
     below: int = 0  # subscriptions on topics below it
     children: bool = False
-    retained: list[tuple[int, str, str]] = field(default_factory=list)  # (id, sub point, value)
+    counted: bool = True  # False: more subscriptions lie on or below it than were counted
+    retained: list[Retained] = field(default_factory=list)
 
 
-def _child(under: str, topic: str) -> tuple[str, bool] | None:
-    """The level below ``under`` that ``topic`` lies in, and whether the topic goes deeper."""
-    if under:
-        if not topic.startswith(under + SEPARATOR):
-            return None
-        rest = topic[len(under) + 1 :]
-    else:
-        rest = topic
-    level, separator, _ = rest.partition(SEPARATOR)
-    return level, bool(separator)
+def _retained(retained_id: int, pub: RetainedPublication) -> Retained:
+    value = body_text(pub.rfh2.payload)
+    shown = value if value is not None else f"({len(pub.rfh2.payload)} bytes, binary)"
+    return Retained(retained_id, pub.sub_point, shown, pub.retained_at)
 
 
 def tree_level(
-    under: str, subscription_topics: list[str], retained: list[tuple[int, RetainedPublication]]
+    under: str, level: TopicLevel, retained: list[tuple[int, RetainedPublication]]
 ) -> list[TopicNode]:
-    """The children of ``under``, in name order, from the topics found below it."""
-    nodes: dict[str, TopicNode] = {}
-
-    def node(level: str) -> TopicNode:
-        topic = f"{under}{SEPARATOR}{level}" if under else level
-        return nodes.setdefault(level, TopicNode(topic, level))
-
-    for topic in subscription_topics:
-        if (found := _child(under, topic)) is not None:
-            level, deeper = found
-            target = node(level)
-            target.children |= deeper
-            if deeper:
-                target.below += 1
-            else:
-                target.here += 1
+    """The children of ``under``, in name order, with the retained publications on them."""
+    nodes = {
+        name.name: TopicNode(
+            f"{under}{SEPARATOR}{name.name}" if under else name.name,
+            name.name,
+            name.here,
+            name.below,
+            name.deeper,
+            name.counted,
+        )
+        for name in level.names
+    }
     for retained_id, pub in retained:
-        if (found := _child(under, pub.topic)) is not None:
-            level, deeper = found
-            target = node(level)
-            target.children |= deeper
-            if not deeper:
-                value = body_text(pub.rfh2.payload)
-                shown = value if value is not None else f"({len(pub.rfh2.payload)} bytes, binary)"
-                target.retained.append((retained_id, pub.sub_point, shown))
-    return [nodes[level] for level in sorted(nodes)]
+        level_name = pub.topic[len(under) + 1 :] if under else pub.topic
+        node = nodes.setdefault(level_name, TopicNode(pub.topic, level_name))
+        node.retained.append(_retained(retained_id, pub))
+    return [nodes[name] for name in sorted(nodes)]
 
 
 def _level(svc: Services, under: str) -> tuple[list[TopicNode], bool]:
-    pattern = f"{under}{SEPARATOR}#" if under else "#"
     with svc.qm.reading() as conn:
-        topics = store.subscription_topics(conn, under, limit=SCAN)
-        retained = store.list_retained(conn, pattern, limit=SCAN)
-    partial = len(topics) == SCAN or len(retained) == SCAN
-    return tree_level(under, topics, retained), partial
+        level = topic_levels.topic_level(conn, under, limit=SCAN)
+        retained = topic_levels.retained_at(conn, under)
+    return tree_level(under, level, retained), not level.complete
 
 
 @router.get("/topics")

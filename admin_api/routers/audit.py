@@ -1,10 +1,11 @@
-"""The audit log (admin only): every change made through the API, newest first."""
+"""The audit log (admin only): every change made through the API, newest first, filtered by
+who made it, its method, what it acted on and when."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from admin_api.models import DEFAULT_LIMIT, MAX_ID, MAX_LIMIT, AuditEntryOut, AuditPage
+from admin_api.models import DEFAULT_LIMIT, MAX_ID, MAX_LIMIT, XML_TEXT, AuditEntryOut, AuditPage
 from admin_api.security import AdminToken
 from admin_api.services import Svc
 from broker.admin import accounts
@@ -24,9 +25,26 @@ def list_audit(
         None, ge=1, le=MAX_ID, description="id of the last entry of the previous page"
     ),
     limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+    principal: str | None = Query(
+        None, max_length=64, pattern=XML_TEXT, description="only the entries of this principal"
+    ),
+    method: str | None = Query(
+        None, pattern=r"^[A-Z]{1,8}$", description="only the entries of this method (POST, DELETE, CLI...)"
+    ),
+    action: str | None = Query(
+        None,
+        min_length=1,
+        max_length=200,
+        pattern=XML_TEXT,
+        description="only the entries whose path or route contains this text, in any case "
+        "(e.g. neighbours, purge)",
+    ),
+    since: int | None = Query(None, ge=0, le=MAX_ID, description="only the entries at or after (epoch ms)"),
+    until: int | None = Query(None, ge=0, le=MAX_ID, description="only the entries before (epoch ms)"),
 ) -> AuditPage:
+    where = accounts.AuditFilter(principal=principal, method=method, action=action, since=since, until=until)
     with svc.qm.reading() as conn:
-        page = accounts.list_audit(conn, before_id=before, limit=limit)
+        page = accounts.list_audit(conn, before_id=before, limit=limit, where=where)
     return AuditPage(
         items=[
             AuditEntryOut(

@@ -1,5 +1,6 @@
-"""Neighbouring brokers: the links an administrator defines, and the two endpoints
-neighbours call — the channel's inbound batches and the topology query.
+"""Neighbouring brokers: the links an administrator defines, alters and removes, the channels
+an operator stops and starts, and the two endpoints neighbours call — the channel's inbound
+batches and the topology query.
 
 The neighbour endpoints do not take API tokens: a neighbour proves itself with
 the link's shared secret (``Authorization: Bearer <link token>``) and names
@@ -9,6 +10,8 @@ anyone inject messages as a neighbour, and a link token opens nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -18,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from admin_api.auditing import note
 from admin_api.models import Flag, Strict
 from admin_api.problems import ApiProblem, responses
-from admin_api.security import AdminToken, ViewerToken
+from admin_api.security import AdminToken, OperatorToken, ViewerToken
 from admin_api.services import Svc
 from broker.admin import neighbours
 from broker.network import inbound, links, topology
@@ -33,28 +36,50 @@ QMGR_NAME = NAME_PATTERN
 NeighbourPath = Path(pattern=QMGR_NAME, examples=["QMB"])
 
 
-class NeighbourIn(Strict):
-    name: str = Field(pattern=QMGR_NAME, max_length=MAX_NAME_LENGTH, examples=["QMB"])
-    url: str = Field(
+LinkUrl = Annotated[
+    str,
+    Field(
         max_length=links.MAX_URL_LENGTH,
         pattern=links.URL_PATTERN,
         description="the neighbour's admin API base URL: http(s), a host name or IP address, an optional "
         "port and path (punycode for other host names)",
         examples=["http://10.0.0.2:8080"],
-    )
-    token: str = Field(
+    ),
+]
+LinkToken = Annotated[
+    str,
+    Field(
         min_length=16,
         max_length=512,
         pattern=links.TOKEN_PATTERN,
         description="the link's shared secret, same on both sides (printable ASCII: it travels in a header)",
-    )
+    ),
+]
+
+
+class NeighbourIn(Strict):
+    name: str = Field(pattern=QMGR_NAME, max_length=MAX_NAME_LENGTH, examples=["QMB"])
+    url: LinkUrl
+    token: LinkToken
     check_topology: Flag = Field(True, description="refuse a link that would close a cycle")
+
+
+class NeighbourChange(Strict):
+    """What to alter: the URL, the token (change it on both sides), or both; a field left out
+    (or null) is kept, as ``PATCH /api/v1/queues/{name}`` keeps the attributes it is not given."""
+
+    url: LinkUrl | None = None
+    token: LinkToken | None = None
 
 
 class Neighbour(BaseModel):
     name: str
     url: str
     transmission_queue: str
+    state: neighbours.ChannelState = Field(
+        description="stopped by an operator, retrying after an error, else running"
+    )
+    stopped_at: int | None = Field(description="when the channel was stopped; null while it runs")
     transmission_depth: int
     in_flight: int
     next_batch: int
@@ -90,7 +115,22 @@ def _neighbour(svc: Any, name: str) -> Neighbour:
     for status in neighbours.neighbour_status(svc.qm):
         if status.link.name == name:
             return Neighbour.model_validate(status.as_dict())
-    raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined")
+    raise _undefined(name)
+
+
+def _undefined(name: str) -> ApiProblem:
+    return ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined")
+
+
+@contextmanager
+def _defined(name: str) -> Iterator[None]:
+    """A change to a neighbour that is not defined (3085 from below) is 404."""
+    try:
+        yield
+    except MQError as exc:
+        if exc.reason == Reason.MQRCCF_UNKNOWN_BROKER:
+            raise _undefined(name) from None
+        raise
 
 
 @router.get("/neighbours", response_model=list[Neighbour])
@@ -124,18 +164,45 @@ def show_neighbour(svc: Svc, _: ViewerToken, name: str = NeighbourPath) -> Neigh
     return _neighbour(svc, name)
 
 
+@router.patch("/neighbours/{name:name}", response_model=Neighbour, responses=responses(401, 403, 404, 422))
+def alter_neighbour(
+    body: NeighbourChange, request: Request, svc: Svc, _: AdminToken, name: str = NeighbourPath
+) -> Neighbour:
+    """Change the neighbour's URL, the link's token, or both; the channel sends with them from
+    its next batch. The link's batch numbers stay, so nothing is put twice."""
+    note(request.state, url=body.url, token_changed=body.token is not None)  # never the token
+    with _defined(name):
+        neighbours.alter_neighbour(svc.qm, name, url=body.url, token=body.token)
+    return _neighbour(svc, name)
+
+
 @router.delete("/neighbours/{name:name}", status_code=204, responses=responses(401, 403, 404, 409))
 def remove_neighbour(
     request: Request, svc: Svc, _: AdminToken, name: str = NeighbourPath, purge: bool = False
 ) -> None:
     """Unlink a neighbour; refused (409) while messages wait for it, unless ``purge``."""
-    try:
+    with _defined(name):
         discarded = neighbours.remove_neighbour(svc.qm, name, purge=purge)
-    except MQError as exc:
-        if exc.reason == Reason.MQRCCF_UNKNOWN_BROKER:
-            raise ApiProblem(404, None, "Not Found", f"neighbour {name} is not defined") from None
-        raise
     note(request.state, neighbour=name, discarded=discarded)
+
+
+@router.post("/neighbours/{name:name}/stop", response_model=Neighbour, responses=responses(401, 403, 404))
+def stop_channel(request: Request, svc: Svc, _: OperatorToken, name: str = NeighbourPath) -> Neighbour:
+    """Stop the channel to the neighbour (MQ's STOP CHANNEL): messages for it wait on its
+    transmission queue until it is started; a batch already on its way is finished. Stopping
+    a stopped channel changes nothing."""
+    with _defined(name):
+        note(request.state, changed=neighbours.stop_channel(svc.qm, name))
+    return _neighbour(svc, name)
+
+
+@router.post("/neighbours/{name:name}/start", response_model=Neighbour, responses=responses(401, 403, 404))
+def start_channel(request: Request, svc: Svc, _: OperatorToken, name: str = NeighbourPath) -> Neighbour:
+    """Start the channel to the neighbour again (MQ's START CHANNEL): what waits on its
+    transmission queue is sent. Starting a running channel changes nothing."""
+    with _defined(name):
+        note(request.state, changed=neighbours.start_channel(svc.qm, name))
+    return _neighbour(svc, name)
 
 
 def _link_token(authorization: str | None) -> str:

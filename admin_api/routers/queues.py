@@ -11,7 +11,7 @@ Retrying a dead letter is one unit of work: get it from the dead-letter queue,
 strip its MQDLH, restore the Format, Encoding and CodedCharSetId the header
 kept, and put it to its DestQName with its original MsgId and context, as
 runmqdlq's RETRY does. If the put fails (the queue is still full, say) nothing
-moves.
+moves. Forwarding is the same to a queue the caller names (runmqdlq's FWD).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from admin_api.models import (
     DeadLetter,
     DeadLetterHeader,
     DeadLetterPage,
+    Destination,
     MessageIn,
     Purged,
     PutResult,
@@ -47,7 +48,7 @@ from admin_api.models import (
 )
 from admin_api.problems import not_found, responses
 from admin_api.security import OperatorToken, ViewerToken
-from admin_api.services import Svc
+from admin_api.services import Services, Svc
 from broker.admin import subscriber_queues
 from queues import DEAD_LETTER_QUEUE, Browsed, Message, NoMessageAvailable, UnitOfWork, dlh
 from queues.definition import QueueDefinition
@@ -328,19 +329,40 @@ def retry(
     request: Request,
     msg_id: str = MsgIdPath,
 ) -> Retried:
+    return _restore(svc, request, msg_id, None)
+
+
+@router.post(
+    "/dead-letters/{msg_id}/forward",
+    response_model=Retried,
+    summary="Put a dead letter's original message, without its MQDLH, on another queue",
+    responses=responses(404, 409, 413),
+)
+def forward(
+    _: OperatorToken,
+    svc: Svc,
+    body: Destination,
+    request: Request,
+    msg_id: str = MsgIdPath,
+) -> Retried:
+    return _restore(svc, request, msg_id, body.queue)
+
+
+def _restore(svc: Services, request: Request, msg_id: str, queue: str | None) -> Retried:
+    """The dead letter's original message (``dlh.unwrap``) put on ``queue``, or on the queue
+    its MQDLH names when ``queue`` is None, in the unit of work that gets it."""
     with svc.qm.unit_of_work() as uow:
         message = _take_dead_letter(uow, msg_id)
         header, original = dlh.unwrap(message)
-        note(request.state, queue=header.dest_q_name, reason=header.reason)
-        if header.dest_q_mgr_name not in ("", svc.qm.name):
+        target = queue or header.dest_q_name
+        note(request.state, queue=target, reason=header.reason)
+        if queue is None and header.dest_q_mgr_name not in ("", svc.qm.name):
             raise MQError(
                 Reason.MQRC_UNKNOWN_REMOTE_Q_MGR,
                 f"the message was bound for queue manager {header.dest_q_mgr_name}, not {svc.qm.name}",
             )
-        uow.put(header.dest_q_name, derive(original, backout_count=0))
-    return Retried(
-        msg_id=msg_id, queue=header.dest_q_name, reason=header.reason, reason_name=reason_name(header.reason)
-    )
+        uow.put(target, derive(original, backout_count=0))
+    return Retried(msg_id=msg_id, queue=target, reason=header.reason, reason_name=reason_name(header.reason))
 
 
 @router.delete(

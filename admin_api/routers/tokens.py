@@ -30,6 +30,7 @@ def token_out(token: Token) -> TokenOut:
         principal=token.principal,
         created_at=token.created_at,
         revoked_at=token.revoked_at,
+        expires_at=token.expires_at,
     )
 
 
@@ -61,9 +62,13 @@ def create_token(
     response: Response,
 ) -> IssuedTokenOut:
     with svc.qm.unit_of_work() as uow:
-        issued = accounts.create_token(uow.connection, body.role, body.principal)
+        issued = accounts.create_token(uow.connection, body.role, body.principal, lifetime=body.expires_in)
     created = issued.token
-    note(request.state, token_id=created.token_id, role=str(created.role), principal=created.principal)
+    summary: dict[str, object] = {"token_id": created.token_id, "role": str(created.role)}
+    summary["principal"] = created.principal
+    if created.expires_at is not None:
+        summary["expires_at"] = created.expires_at
+    note(request.state, **summary)
     response.headers["Location"] = f"/api/v1/tokens/{created.token_id}"
     return IssuedTokenOut(**token_out(created).model_dump(), token=issued.secret)
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, CursorResult, func, insert, or_, select, update
 
 from broker.admin.schema import api_audit, api_tokens
 from broker.core.authority import check_principal
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.reasons import Reason
+from queues.sql import like_literal
 
 SECRET_PREFIX = "mqa_"
 PREFIX_LENGTH = 12
@@ -66,10 +67,18 @@ class Token:
     principal: str
     created_at: int
     revoked_at: int | None
+    expires_at: int | None = None  # epoch ms (None: never)
 
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+    def expired(self, now: int) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def live(self, now: int) -> bool:
+        """Neither revoked nor expired: the API accepts it."""
+        return not self.revoked and not self.expired(now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +114,22 @@ def secret_hash(secret: str) -> bytes:
 
 
 def _token(row: Any) -> Token:
-    return Token(row.id, row.prefix, Role(row.role), row.principal, row.created_at, row.revoked_at)
+    role = Role(row.role)
+    return Token(row.id, row.prefix, role, row.principal, row.created_at, row.revoked_at, row.expires_at)
 
 
-def create_token(conn: Connection, role: str, principal: str) -> IssuedToken:
+MAX_LIFETIME = 10 * 365 * 24 * 3600  # seconds: a token that must last longer needs no expiry
+
+
+def create_token(conn: Connection, role: str, principal: str, *, lifetime: int | None = None) -> IssuedToken:
+    """A new token with ``role``, sending commands as ``principal``, expiring ``lifetime`` seconds
+    from now (None: never)."""
     checked_role, checked_principal = check_role(role), check_principal(principal)
+    if lifetime is not None and not 0 < lifetime <= MAX_LIFETIME:
+        raise AccountError(f"a token's lifetime must be 1 to {MAX_LIFETIME} seconds, not {lifetime}")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     created_at = now_ms()
+    expires_at = None if lifetime is None else created_at + lifetime * 1000
     result = conn.execute(
         insert(api_tokens).values(
             prefix=secret[:PREFIX_LENGTH],
@@ -119,21 +137,27 @@ def create_token(conn: Connection, role: str, principal: str) -> IssuedToken:
             role=str(checked_role),
             principal=checked_principal,
             created_at=created_at,
+            expires_at=expires_at,
         )
     )
     token_id = _new_id(result)
-    token = Token(token_id, secret[:PREFIX_LENGTH], checked_role, checked_principal, created_at, None)
+    prefix = secret[:PREFIX_LENGTH]
+    token = Token(token_id, prefix, checked_role, checked_principal, created_at, None, expires_at)
     return IssuedToken(token, secret)
 
 
 def authenticate(conn: Connection, secret: str) -> Token | None:
-    """The live token with this secret, or None (unknown or revoked)."""
+    """The live token with this secret, or None (unknown, revoked or expired)."""
     row = conn.execute(
         select(api_tokens).where(
-            api_tokens.c.secret_hash == secret_hash(secret), api_tokens.c.revoked_at.is_(None)
+            api_tokens.c.secret_hash == secret_hash(secret), api_tokens.c.revoked_at.is_(None), _unexpired()
         )
     ).first()
     return None if row is None else _token(row)
+
+
+def _unexpired() -> ColumnElement[bool]:
+    return or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > now_ms())
 
 
 def find_token(conn: Connection, secret: str) -> Token | None:
@@ -175,11 +199,12 @@ def revoke_token(conn: Connection, token_id: int, *, last_admin: bool = False) -
 
 
 def _last_live_admin(conn: Connection, token: Token) -> bool:
-    if token.revoked or token.role != Role.ADMIN:
+    if not token.live(now_ms()) or token.role != Role.ADMIN:
         return False
     others = select(func.count()).where(
         api_tokens.c.role == str(Role.ADMIN),
         api_tokens.c.revoked_at.is_(None),
+        _unexpired(),
         api_tokens.c.id != token.token_id,
     )
     return conn.execute(others).scalar_one() == 0
@@ -222,11 +247,26 @@ def _new_id(result: CursorResult[Any]) -> int:
     return int(key[0])
 
 
-def list_audit(conn: Connection, *, before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Which audit entries to list; each field given narrows them."""
+
+    principal: str | None = None
+    method: str | None = None  # POST, PUT, PATCH, DELETE, CLI...
+    action: str | None = None  # text the request's path or its route contains, in any case
+    since: int | None = None  # epoch ms, inclusive
+    until: int | None = None  # epoch ms, exclusive
+
+
+def list_audit(
+    conn: Connection, *, before_id: int | None = None, limit: int = 100, where: AuditFilter | None = None
+) -> list[AuditEntry]:
     """Newest first; pass the last entry's id as ``before_id`` for the next page."""
     stmt = select(api_audit).order_by(api_audit.c.id.desc()).limit(limit)
     if before_id is not None:
         stmt = stmt.where(api_audit.c.id < before_id)
+    if where is not None:
+        stmt = stmt.where(*_audit_conditions(where))
     return [
         AuditEntry(
             row.id,
@@ -241,3 +281,23 @@ def list_audit(conn: Connection, *, before_id: int | None = None, limit: int = 1
         )
         for row in conn.execute(stmt)
     ]
+
+
+def _audit_conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if where.principal is not None:
+        conditions.append(api_audit.c.principal == where.principal)
+    if where.method is not None:
+        conditions.append(api_audit.c.method == where.method)
+    if where.action is not None:
+        pattern = f"%{like_literal(where.action)}%"
+        conditions.append(
+            or_(
+                api_audit.c.path.ilike(pattern, escape="\\"), api_audit.c.resource.ilike(pattern, escape="\\")
+            )
+        )
+    if where.since is not None:
+        conditions.append(api_audit.c.at >= where.since)
+    if where.until is not None:
+        conditions.append(api_audit.c.at < where.until)
+    return conditions

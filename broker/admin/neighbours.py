@@ -1,16 +1,20 @@
-"""Defining and removing neighbours (used by the CLI and the admin API alike).
+"""Defining, altering and removing neighbours, and stopping and starting their channels (used
+by the CLI and the admin API alike).
 
 Adding a neighbour defines its transmission queue (a local queue named after
 the neighbour's queue manager, USAGE(XMITQ), as in MQ), checks that the link
 keeps the network a tree, and records the link; the routing service then sends
 the neighbour this broker's proxy subscriptions, and the channel agent starts.
 Both sides define the link, with the same token.
+
+A stopped channel (MQ's STOP CHANNEL) keeps its messages on the transmission
+queue, and the routers keep putting there, until it is started again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -21,6 +25,8 @@ from queues.errors import MQError, UnknownObject
 from queues.opens import QueueOpen
 from queues.reasons import Reason
 
+ChannelState = Literal["running", "retrying", "stopped"]
+
 
 @dataclass(frozen=True, slots=True)
 class NeighbourStatus:
@@ -28,12 +34,22 @@ class NeighbourStatus:
     transmission_depth: int
     in_flight: int
 
+    @property
+    def state(self) -> ChannelState:
+        """The channel as MQ Explorer names it: stopped by an operator, retrying after an error
+        (the neighbour is down or refuses), else running (sending, or waiting for messages)."""
+        if self.link.stopped:
+            return "stopped"
+        return "retrying" if self.link.last_error else "running"
+
     def as_dict(self) -> dict[str, Any]:
         link = self.link
         return {
             "name": link.name,
             "url": link.url,
             "transmission_queue": link.name,
+            "state": self.state,
+            "stopped_at": link.stopped_at,
             "transmission_depth": self.transmission_depth,
             "in_flight": self.in_flight,
             "next_batch": link.next_batch,
@@ -87,6 +103,27 @@ def add_neighbour(
         qm.define_queue(name, usage="xmitq", max_depth=MAX_MAX_DEPTH, description=f"to neighbour {name}")
     qm.open_queues(link_holder(name), [transmission_queue(name)], lease_ms=None)
     return link, warning
+
+
+def alter_neighbour(
+    qm: QueueManager, name: str, *, url: str | None = None, token: str | None = None
+) -> links.Link:
+    """Change the neighbour's URL, the link's token, or both (3085 for a neighbour not defined);
+    the channel sends with them from its next batch."""
+    with qm.engine.begin() as conn:
+        return links.update_link(conn, name, url=url, token=token)
+
+
+def stop_channel(qm: QueueManager, name: str) -> bool:
+    """Stop the channel to ``name``; False if it was stopped already (3085: not a neighbour)."""
+    with qm.engine.begin() as conn:
+        return links.stop_channel(conn, name)
+
+
+def start_channel(qm: QueueManager, name: str) -> bool:
+    """Start the channel to ``name`` again; False if it was running (3085: not a neighbour)."""
+    with qm.engine.begin() as conn:
+        return links.start_channel(conn, name)
 
 
 def link_holder(name: str) -> str:

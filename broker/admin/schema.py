@@ -20,6 +20,7 @@ api_tokens = Table(
     Column("principal", String(12), nullable=False),  # MQMD UserIdentifier of commands sent for it
     Column("created_at", BigInteger, nullable=False),
     Column("revoked_at", BigInteger, nullable=True),
+    Column("expires_at", BigInteger, nullable=True),  # epoch ms; NULL: never
 )
 
 # Who changed what through the admin API (or the token CLI), and how it ended.

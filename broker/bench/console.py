@@ -12,14 +12,18 @@ p50/p99 are measured at the client:
 * anchor: ``GET /health``, what any request costs on this machine (HTTP, uvicorn, no database);
 * the API's queue listing, ``GET /api/v1/queues?limit=50``, at offset 0 and at a random offset in
   the second half (the page is cut in SQL);
-* queues, first page: ``/console/queues``, 50 queues with depth, oldest message age and rates;
+* queues, first page: ``/console/queues``, 50 queues with description, depth and its history,
+  oldest message age, rates and open handles;
 * queues, deep page: 50 queues after a random name in the second half (keyset);
 * queues by pattern: ``BENCH.Q0<d>*`` (a thousandth of the queues match);
+* queues sorted by depth: the first page, deepest first (the page shown is sorted);
 * overview, live part: ``/console/overview/live``, what the overview fetches every 2 s;
 * one queue: ``/console/queues/<name>``, its attributes and first messages decoded;
 * with ``--subscriptions`` (PostgreSQL; default 1,000,000, COPYed in as ``broker bench api``
-  does: ``Region<r>/Site<s>/Device<i>/temperature``): the first page of subscriptions, those
-  matching ``Region<r>/Site<s>/#``, and the topic tree's level below ``Region<r>``.
+  does: ``Region<r>/Site<s>/Device<i>/temperature``, then vacuumed as autovacuum leaves a table
+  after a bulk load): the first page of subscriptions, those matching ``Region<r>/Site<s>/#``,
+  the topic tree's top level (a million subscriptions below it) and its level below
+  ``Region<r>`` (50,000 below it, 500 names).
 
 The figures are printed beside the anchor's p50 as a ratio: what a page costs over a bare request.
 """
@@ -33,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 
 from broker.admin import accounts
 from broker.bench import api as api_bench
@@ -41,6 +45,7 @@ from broker.bench.api import Case, Latency, latencies, serving
 from broker.bench.options import DATABASES, emit, positive
 from broker.bench.scratch import DEFAULT_PG_URL, scratch_database
 from broker.service.provision import ensure_system_queues, prepare_database
+from broker.store import schema
 from queues import Message, QueueManager, make_engine
 from queues.schema import queues
 
@@ -124,10 +129,8 @@ def _cases(count: int, subscriptions: int, rng: random.Random) -> list[Case]:
         ("API queues, deep page", page("/api/v1/queues", limit=50, offset=deep_offset)),
         ("console queues, first page", page("/console/queues")),
         ("console queues, deep page", page("/console/queues", after=deep)),
-        (
-            "console queues by pattern",
-            page("/console/queues", pattern=pattern),
-        ),
+        ("console queues by pattern", page("/console/queues", pattern=pattern)),
+        ("console queues sorted by depth", page("/console/queues", sort="-depth")),
         ("console overview, live part", page("/console/overview/live")),
         ("console one queue, browsed", page(f"/console/queues/{queue_name(0)}")),
     ]
@@ -135,6 +138,7 @@ def _cases(count: int, subscriptions: int, rng: random.Random) -> list[Case]:
         cases += [
             ("console subscriptions, first page", page("/console/subscriptions")),
             ("console subscriptions by topic", page("/console/subscriptions", topic=site)),
+            ("console topic tree, the top level", page("/console/topics")),
             ("console topic tree, a region", page("/console/topics/children", under=region)),
         ]
     return cases
@@ -160,6 +164,8 @@ def run(
                 secret = fill(qm, count)
             if subscriptions:
                 api_bench.insert_subscriptions(engine, subscriptions)
+                with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                    conn.execute(text(f"VACUUM {schema.subscriptions.name}"))
         finally:
             engine.dispose()
         with serving(url, secret, "api") as (base, _):

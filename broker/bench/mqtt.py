@@ -58,7 +58,9 @@ from broker.bench.mqtt_load import (
     open_idle,
 )
 from broker.bench.mqtt_runs import (
+    LEVELS,
     MOSQUITTO,
+    PROTOCOLS,
     SUBSCRIBERS,
     UNLIMITED,
     Server,
@@ -123,10 +125,22 @@ def throughput(server: Server, qos: int, load: Workload, processes: int) -> Thro
     """Every publisher as fast as the server takes it for ``load.seconds``, then until the last
     delivery (or ``load.idle_seconds`` without one)."""
     specs = [
-        PublisherSpec("127.0.0.1", server.port, qos, group, UNLIMITED, 0.0, load.window, seconds=load.seconds)
+        PublisherSpec(
+            "127.0.0.1",
+            server.port,
+            qos,
+            group,
+            UNLIMITED,
+            0.0,
+            load.window,
+            seconds=load.seconds,
+            protocol=load.protocol,
+        )
         for group in split(range(load.publishers), processes)
     ]
-    subscribers = SubscriberSpec("127.0.0.1", server.port, qos, (), run_id(), load.idle_seconds)
+    subscribers = SubscriberSpec(
+        "127.0.0.1", server.port, qos, (), run_id(), load.idle_seconds, protocol=load.protocol
+    )
     cpu = cpu_seconds(server.pid)
     published, received = run_clients(server, qos, specs, subscribers, processes)
     cpu = cpu_seconds(server.pid) - cpu
@@ -149,8 +163,12 @@ def throughput(server: Server, qos: int, load: Workload, processes: int) -> Thro
 
 def latency(server: Server, load: Workload, processes: int) -> Latency:
     count = max(1, int(load.rate * load.latency_seconds))
-    spec = PublisherSpec("127.0.0.1", server.port, 1, (0,), count, 0.0, load.window, float(load.rate))
-    subscribers = SubscriberSpec("127.0.0.1", server.port, 1, (), run_id(), load.idle_seconds, latency=True)
+    spec = PublisherSpec(
+        "127.0.0.1", server.port, 1, (0,), count, 0.0, load.window, float(load.rate), protocol=load.protocol
+    )
+    subscribers = SubscriberSpec(
+        "127.0.0.1", server.port, 1, (), run_id(), load.idle_seconds, latency=True, protocol=load.protocol
+    )
     cpu = cpu_seconds(server.pid)
     (published,), received = run_clients(server, 1, [spec], subscribers, processes)
     cpu = cpu_seconds(server.pid) - cpu
@@ -493,7 +511,8 @@ def _scale_lines(scale: mqtt_scale.Scale) -> list[str]:
 def report(results: dict[str, Any]) -> str:
     load: Workload = results["workload"]
     lines = [
-        f"MQTT: {SUBSCRIBERS} subscribers on bench/#, {load.publishers} publishers on bench/<n>/x, "
+        f"MQTT {PROTOCOLS[load.protocol]}: {SUBSCRIBERS} subscribers on bench/#, "
+        f"{load.publishers} publishers on bench/<n>/x, "
         f"256-byte payloads, {load.seconds:g} s of publishing per run, "
         f"window {load.window}, fastest of {load.repeat} runs (missing and dup: all runs; us/dlv: the "
         "server's CPU per delivery); "
@@ -612,6 +631,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also an MQTT cluster of each of these node counts on PostgreSQL: QoS 1 throughput, "
         "CPU per delivery, connect rate, failover after SIGKILL (default: none)",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=sorted(LEVELS),
+        default="3.1.1",
+        help="the MQTT version the throughput and latency runs' clients speak (default 3.1.1)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks the harness, not the speed")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -645,6 +670,7 @@ def command(args: argparse.Namespace) -> None:
             floods=() if args.no_floods else mqtt_flood.LOADS,
             connect_flood_seconds=args.connect_flood_seconds,
             churn=args.churn,
+            protocol=LEVELS[args.protocol],
         )
     )
     results = run(load, args.databases, pg_url=args.pg_url, target=args.target)

@@ -25,7 +25,9 @@ from multiprocessing.synchronize import Event
 from typing import Any
 
 from broker.protocol.mqtt import (
+    MQTT_5,
     MQTT_311,
+    NEVER_EXPIRES,
     PROTOCOL_NAMES,
     ConnAck,
     Connect,
@@ -34,6 +36,7 @@ from broker.protocol.mqtt import (
     Packet,
     PingReq,
     PingResp,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -62,6 +65,7 @@ class Connection(asyncio.Protocol):
     waits on the socket. Until a handler is set, packets queue for :meth:`next_packet`."""
 
     def __init__(self) -> None:
+        self.level = MQTT_311  # the protocol level it speaks, set by :meth:`open`
         self.decoder = Decoder()
         self.transport: asyncio.Transport | None = None
         self.inbox: asyncio.Queue[Packet] = asyncio.Queue()
@@ -74,11 +78,25 @@ class Connection(asyncio.Protocol):
 
     @classmethod
     async def open(
-        cls, host: str, port: int, client_id: str, keepalive: int = 60, *, clean: bool = True
+        cls,
+        host: str,
+        port: int,
+        client_id: str,
+        keepalive: int = 60,
+        *,
+        clean: bool = True,
+        level: int = MQTT_311,
     ) -> Connection:
+        """A client connection at protocol ``level`` (3.1.1, or MQTT 5.0: its session ends with
+        the connection unless not ``clean``, as 3.1.1's CleanSession says)."""
         loop = asyncio.get_running_loop()
         _, connection = await asyncio.wait_for(loop.create_connection(cls, host, port), CONNECT_SECONDS)
-        connection.send(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, clean, keepalive))
+        connection.level = connection.decoder.protocol_level = level
+        lasting = Properties(session_expiry_interval=0 if clean else NEVER_EXPIRES)
+        properties = lasting if level == MQTT_5 else Properties()
+        connection.send(
+            Connect(PROTOCOL_NAMES[level], level, client_id, clean, keepalive, properties=properties)
+        )
         answer = await connection.next_packet(f"{client_id}: CONNACK")
         if not isinstance(answer, ConnAck) or answer.return_code:
             raise RuntimeError(f"{client_id}: CONNECT answered {answer}")
@@ -113,8 +131,11 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         self.transport.write(data)
 
+    def encode(self, packet: Packet) -> bytes:
+        return encode(packet, self.level)
+
     def send(self, packet: Packet) -> None:
-        self.write(encode(packet))
+        self.write(self.encode(packet))
 
     async def next_packet(self, what: str) -> Packet:
         """One packet, for the handshakes before the traffic (nothing else is in flight then)."""
@@ -145,6 +166,7 @@ class PublisherSpec:
     rate: float = 0.0  # publications/s per publisher; 0: as fast as the server takes them
     seconds: float = 0.0  # stop publishing after this long (0: after ``count``)
     payload_size: int = 256
+    protocol: int = MQTT_311  # the protocol level of its connections
 
 
 @dataclass(slots=True)
@@ -174,7 +196,7 @@ class _Window:
         releases = []
         for packet in packets:
             if isinstance(packet, PubRec):
-                releases.append(encode(PubRel(packet.packet_id)))
+                releases.append(self.connection.encode(PubRel(packet.packet_id)))
             elif isinstance(packet, PubAck | PubComp):
                 self.unacknowledged -= 1
             elif isinstance(packet, PingResp):
@@ -204,7 +226,9 @@ class _Window:
 
 async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
     client_id = f"bench-pub-{number}-{spec.start_at:.6f}"
-    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
+    connection = await Connection.open(
+        spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE, level=spec.protocol
+    )
     window = _Window(connection, spec.window)
     name = topic(number)
     padding = bytes(spec.payload_size - STAMP.size)
@@ -227,9 +251,9 @@ async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
             payload = STAMP.pack(time.time_ns(), number, sequence) + padding
             if spec.qos:
                 packet_id = packet_id % 0xFFFF + 1
-                chunk.append(encode(Publish(name, payload, spec.qos, packet_id=packet_id)))
+                chunk.append(connection.encode(Publish(name, payload, spec.qos, packet_id=packet_id)))
             else:
-                chunk.append(encode(Publish(name, payload)))
+                chunk.append(connection.encode(Publish(name, payload)))
             sequence += 1
         if spec.qos:
             window.unacknowledged += batch
@@ -261,6 +285,7 @@ class SubscriberSpec:
     run: str  # in the client identifiers: a run's clients never take over an earlier run's sessions
     idle_seconds: float = 3.0  # after the publishers are done, give up after this long without any
     latency: bool = False
+    protocol: int = MQTT_311  # the protocol level of its connections
 
 
 @dataclass(slots=True)
@@ -302,11 +327,11 @@ class _Subscriber:
                 if self.spec.latency:
                     result.latencies_ms.append((now - STAMP.unpack_from(packet.payload)[0]) / 1e6)
                 if packet.qos == 1:
-                    answers.append(encode(PubAck(packet.packet_id or 0)))  # a QoS 1/2 PUBLISH has one
+                    answers.append(self.connection.encode(PubAck(packet.packet_id or 0)))  # it has one
                 elif packet.qos == 2:
-                    answers.append(encode(PubRec(packet.packet_id or 0)))
+                    answers.append(self.connection.encode(PubRec(packet.packet_id or 0)))
             elif isinstance(packet, PubRel):
-                answers.append(encode(PubComp(packet.packet_id)))
+                answers.append(self.connection.encode(PubComp(packet.packet_id)))
         if answers:
             self.connection.write(b"".join(answers))
 
@@ -337,7 +362,9 @@ async def _subscribe(
     window: Synchronized[float] | None,
 ) -> SubscriberResult:
     client_id = f"bench-sub-{number}-{spec.run}"
-    connection = await Connection.open(spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE)
+    connection = await Connection.open(
+        spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE, level=spec.protocol
+    )
     connection.send(Subscribe(1, ((FILTER, spec.qos),)))
     answer = await connection.next_packet(f"{client_id}: SUBACK")
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):

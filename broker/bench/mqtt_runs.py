@@ -32,8 +32,11 @@ from broker.bench.mqtt_load import (
 from broker.bench.options import log_file
 from broker.bench.processes import free_port
 from broker.bench.scratch import scratch_database
+from broker.protocol.mqtt import MQTT_5, MQTT_311
 
 MOSQUITTO = "/usr/sbin/mosquitto"
+LEVELS = {"3.1.1": MQTT_311, "5": MQTT_5}  # the protocol levels the benchmark's clients speak
+PROTOCOLS = {level: name for name, level in LEVELS.items()}
 SUBSCRIBERS = 10
 READY_SECONDS = 60.0
 SUBSCRIBED_SECONDS = 300.0  # a server still busy with the previous run's backlog answers late
@@ -198,6 +201,7 @@ class Workload:
     floods: tuple[mqtt_flood.FloodLoad, ...] = mqtt_flood.LOADS
     connect_flood_seconds: float = mqtt_churn.PROBE_SECONDS  # each probe phase (0: no CONNECT flood)
     churn: int = 100_000  # connect-and-leave cycles for the churn memory figure (0: none)
+    protocol: int = MQTT_311  # the protocol level of the throughput and latency runs' clients
 
 
 def run_id() -> str:

@@ -12,14 +12,28 @@ import os
 import sys
 from collections.abc import Sequence
 
-from broker.cli import admin, api, bench, db, messages, mqtt, network, pubsub, queues, serve, spark, tokens
+from broker.cli import (
+    admin,
+    api,
+    bench,
+    config,
+    db,
+    messages,
+    mqtt,
+    network,
+    pubsub,
+    queues,
+    serve,
+    spark,
+    tokens,
+)
 from broker.cli.context import EXIT_MQ_ERROR, EXIT_OK, EXIT_USAGE, Context, mq_errors
 from broker.service import logs
 from broker.service.config import ConfigError
 
 EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
-MODULES = (db, queues, messages, serve, api, pubsub, admin, network, mqtt, spark, bench, tokens)
+MODULES = (db, queues, messages, serve, api, pubsub, admin, network, mqtt, config, spark, bench, tokens)
 
 
 def build_parser() -> argparse.ArgumentParser:

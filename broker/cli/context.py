@@ -96,6 +96,25 @@ class Context:
             raise
         return qm
 
+    def audit(self, command: str, summary: dict[str, Any]) -> None:
+        """Write ``broker COMMAND``'s change to the admin API's audit log, as the operator's
+        (``cli:`` and the login): changes made on the database directly are audited too."""
+        import getpass
+
+        from broker.admin import accounts
+
+        with self.qm.unit_of_work() as uow:
+            accounts.record(
+                uow.connection,
+                token_id=None,
+                principal=f"cli:{getpass.getuser()}",
+                method="CLI",
+                path=f"broker {command}",
+                resource=f"broker {command.split()[0]}",
+                summary=summary,
+                status=0,
+            )
+
     def check_qmgr(self, stored: str | None) -> None:
         """The database names its queue manager; a name the settings give explicitly (flag,
         environment or file) must agree with it, and none is needed (``docs/decisions.md``)."""

@@ -15,9 +15,7 @@ import sys
 
 from broker.cli.context import EXIT_USAGE, Context
 from broker.cli.tables import table
-from queues.errors import MQError
 from queues.formatting import local_time
-from queues.reasons import Reason
 
 SESSION_COLUMNS = (
     "CLIENT ID",
@@ -26,13 +24,17 @@ SESSION_COLUMNS = (
     "NODE",
     "CLEAN",
     "VERSION",
+    "KEEPALIVE",
     "IN FLIGHT",
+    "QUEUED",
     "DROPPED",
     "REFUSED",
+    "BYTES IN",
+    "BYTES OUT",
     "ADDRESS",
     "SINCE",
 )
-COUNTS = ("IN FLIGHT", "DROPPED", "REFUSED")
+COUNTS = ("KEEPALIVE", "IN FLIGHT", "QUEUED", "DROPPED", "REFUSED", "BYTES IN", "BYTES OUT")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,9 +115,7 @@ def remove_user(ctx: Context) -> None:
     from broker.store import mqtt
 
     with ctx.qm.unit_of_work() as uow:
-        removed = mqtt.delete_principal(uow.connection, ctx.args.user)
-    if not removed:
-        raise MQError(Reason.MQRC_UNKNOWN_OBJECT_NAME, f"no MQTT principal {ctx.args.user}")
+        mqtt.delete_principal(uow.connection, ctx.args.user)
     ctx.emit({"user": ctx.args.user}, f"MQTT principal {ctx.args.user} removed")
 
 
@@ -148,6 +148,8 @@ def list_sessions(ctx: Context) -> None:
 
     with ctx.qm.reading() as conn:
         found = mqtt.list_sessions(conn)
+    depths = ctx.qm.inquire_queues([s.queue for s in found])
+    queued = {name: 0 if d is None else d.depth for name, d in depths.items()}
     rows = [
         [
             s.client_id,
@@ -155,10 +157,14 @@ def list_sessions(ctx: Context) -> None:
             _yes(s.online),
             s.node,
             _yes(s.clean),
-            "3.1.1" if s.protocol_level == 4 else "3.1",
+            s.version,
+            s.keepalive,
             s.in_flight,
+            queued[s.queue],
             s.dropped,
             s.refused,
+            s.bytes_in,
+            s.bytes_out,
             s.address,
             local_time(s.connected_at),
         ]
@@ -172,11 +178,18 @@ def list_sessions(ctx: Context) -> None:
                 "online": s.online,
                 "node": s.node,
                 "in_flight": s.in_flight,
+                "queued": queued[s.queue],
                 "dropped": s.dropped,
                 "refused": s.refused,
                 "offline_since": s.offline_since,
                 "clean": s.clean,
                 "protocol_level": s.protocol_level,
+                "keepalive": s.keepalive,
+                "bytes_in": s.bytes_in,
+                "bytes_out": s.bytes_out,
+                "session_expiry": s.expiry,
+                "receive_maximum": s.receive_maximum,
+                "topic_alias_maximum": s.topic_alias_maximum,
                 "address": s.address,
                 "queue": s.queue,
                 "created_at": s.created_at,

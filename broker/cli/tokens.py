@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from broker.cli.context import Context
 from queues.errors import MQError
 from queues.formatting import local_time
+from queues.ids import now_ms
 from queues.message import USER_ID_LENGTH
 from queues.reasons import Reason
 
@@ -32,6 +33,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument(
         "--principal",
         help="the MQMD UserIdentifier of commands sent for the token (default: your login, 12 characters)",
+    )
+    create.add_argument(
+        "--expires",
+        type=lifetime,
+        metavar="DURATION",
+        help="the token expires after DURATION: seconds, or a number with s, m, h or d (default: never)",
     )
     create.add_argument("--json", action="store_true")
     create.set_defaults(handler=create_token)
@@ -55,23 +62,24 @@ def token_json(token: Token) -> dict[str, object]:
         "principal": token.principal,
         "created_at": token.created_at,
         "revoked_at": token.revoked_at,
+        "expires_at": token.expires_at,
     }
 
 
-def _audit(ctx: Context, token: Token, what: str) -> None:
-    from broker.admin import accounts
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
-    with ctx.qm.unit_of_work() as uow:
-        accounts.record(
-            uow.connection,
-            token_id=None,
-            principal=f"cli:{getpass.getuser()}",
-            method="CLI",
-            path=f"broker token {what}",
-            resource="broker token",
-            summary={"token_id": token.token_id, "role": str(token.role), "principal": token.principal},
-            status=0,
-        )
+
+def lifetime(text: str) -> int:
+    """Seconds of a DURATION: ``3600``, ``90s``, ``15m``, ``12h`` or ``30d``."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in UNITS else (text, "s")
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 3600, 90s, 15m, 12h or 30d")
+    return int(number) * UNITS[unit]
+
+
+def _audit(ctx: Context, token: Token, what: str) -> None:
+    summary = {"token_id": token.token_id, "role": str(token.role), "principal": token.principal}
+    ctx.audit(f"token {what}", summary)
 
 
 def create_token(ctx: Context) -> None:
@@ -79,18 +87,19 @@ def create_token(ctx: Context) -> None:
 
     principal = ctx.args.principal or getpass.getuser()[:USER_ID_LENGTH]
     with ctx.qm.unit_of_work() as uow:
-        issued = accounts.create_token(uow.connection, ctx.args.role, principal)
+        issued = accounts.create_token(uow.connection, ctx.args.role, principal, lifetime=ctx.args.expires)
     _audit(ctx, issued.token, "create")
     token = issued.token
+    expires = f", expires {local_time(token.expires_at)}" if token.expires_at is not None else ""
     ctx.emit(
         {**token_json(token), "token": issued.secret},
-        f"token #{token.token_id} ({token.role}, principal {token.principal}):\n{issued.secret}\n"
+        f"token #{token.token_id} ({token.role}, principal {token.principal}{expires}):\n{issued.secret}\n"
         "keep it now: it is stored only as a hash and cannot be shown again",
     )
 
 
-def _state(token: Token) -> str:
-    return "revoked" if token.revoked else "live"
+def _state(token: Token, now: int) -> str:
+    return "revoked" if token.revoked else "expired" if token.expired(now) else "live"
 
 
 def list_tokens(ctx: Context) -> None:
@@ -98,10 +107,13 @@ def list_tokens(ctx: Context) -> None:
 
     with ctx.qm.reading() as conn:
         found = accounts.list_tokens(conn, limit=None)
-    lines = [f"{'ID':>6}  {'PREFIX':<12}  {'ROLE':<8}  {'PRINCIPAL':<12}  {'STATE':<7}  CREATED"]
+    now = now_ms()
+    lines = [
+        f"{'ID':>6}  {'PREFIX':<12}  {'ROLE':<8}  {'PRINCIPAL':<12}  {'STATE':<7}  {'EXPIRES':<29}  CREATED"
+    ]
     lines += [
-        f"{t.token_id:>6}  {t.prefix:<12}  {t.role:<8}  {t.principal:<12}  {_state(t):<7}  "
-        f"{local_time(t.created_at)}"
+        f"{t.token_id:>6}  {t.prefix:<12}  {t.role:<8}  {t.principal:<12}  {_state(t, now):<7}  "
+        f"{local_time(t.expires_at) or 'never':<29}  {local_time(t.created_at)}"
         for t in found
     ]
     ctx.emit([token_json(t) for t in found], "\n".join(lines))

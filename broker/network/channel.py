@@ -7,6 +7,11 @@ neighbour's inbound endpoint, and forgets it once the neighbour confirms. While
 the neighbour is down or refuses, the batch waits in the outbox and the rest on
 the transmission queue (both visible in status and metrics), and the agent
 retries with exponential backoff; everything flows when the link returns.
+
+A stopped channel (``links.stop_channel``) takes nothing more off the transmission
+queue and sends nothing until it is started: the agent reads the stop before
+each batch, in the transaction that would take the batch. A batch taken before
+the stop is finished, as MQ's STOP CHANNEL lets the batch in progress complete.
 """
 
 from __future__ import annotations
@@ -88,13 +93,7 @@ class ChannelAgent:
             if not self._has_work():
                 return 0
             with self.qm.unit_of_work() as uow:  # a lost database is MQRC_CONNECTION_BROKEN
-                if not links.acquire_sender(uow.connection, self.link, self.owner, LEASE_MS):
-                    return 0
-                link = links.get_link(uow.connection, self.link)
-                if link is None:
-                    return 0
-                self._link = link
-                self._next = links.in_flight(uow.connection, self.link) or self._store(uow, link)
+                self._take(uow)
             if self._next is None:
                 return 0
         batch, link = self._next, self._link
@@ -102,18 +101,34 @@ class ChannelAgent:
         self._post(link, batch.payload)
         with self.qm.unit_of_work() as uow:
             links.confirm_batch(uow.connection, self.link, batch.number)
-            self._next = None
-            if links.acquire_sender(uow.connection, self.link, self.owner, LEASE_MS):
-                self._next = links.in_flight(uow.connection, self.link) or self._store(uow, link)
+            self._take(uow)
         self.sent += batch.messages
         if self.on_sent is not None:
             self.on_sent(batch.messages)
         return batch.messages
 
+    def _take(self, uow: UnitOfWork) -> None:
+        """Renew the lease and line up the batch to send next (the one in the outbox, else a new
+        one off the transmission queue), with the link as it is now (an altered URL or token
+        counts from here); none while another process holds the lease, or the link is gone or
+        its channel stopped."""
+        self._next = None
+        if not links.acquire_sender(uow.connection, self.link, self.owner, LEASE_MS):
+            return
+        link = links.get_link(uow.connection, self.link)
+        if link is None or link.stopped:
+            return
+        self._link = link
+        self._next = links.in_flight(uow.connection, self.link) or self._store(uow, link)
+
     def _has_work(self) -> bool:
-        """Whether anything waits for the neighbour, found out read-only: an idle agent is
-        woken by every commit in a SQLite database, and must not take its write lock then."""
+        """Whether anything waits for the neighbour on a channel that may send, found out
+        read-only: an idle agent is woken by every commit in a SQLite database, and must not
+        take its write lock then (nor, stopped, every second)."""
         with self.qm.reading() as conn:
+            link = links.get_link(conn, self.link)
+            if link is None or link.stopped:
+                return False
             in_flight = bool(links.outbox_depth(conn).get(self.link))
         return in_flight or bool(self.qm.nonempty([self.link]))
 

@@ -10,6 +10,10 @@ a resent batch is confirmed without being put again. Then the sender deletes
 the outbox entry. A crash on either side at any point leaves exactly one of:
 the batch still in the outbox (resent, deduplicated), or gone with its
 messages delivered.
+
+A stopped channel (a row in ``psb_stopped_channels``) takes nothing more off its
+transmission queue and sends nothing, whichever process holds its lease, until
+it is started again.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from broker.network.schema import outbox
+from broker.network.schema import outbox, stopped_channels
 from broker.store import NEIGHBOUR, log_changes
 from broker.store.schema import neighbours
 from queues.errors import MQError
@@ -48,6 +52,11 @@ class Link:
     last_sent_at: int | None
     last_received_at: int | None
     last_error: str | None
+    stopped_at: int | None  # when an operator stopped the channel; None while it may run
+
+    @property
+    def stopped(self) -> bool:
+        return self.stopped_at is not None
 
     @classmethod
     def from_row(cls, row: Any) -> Link:
@@ -64,7 +73,14 @@ class Link:
             last_sent_at=row.last_sent_at,
             last_received_at=row.last_received_at,
             last_error=row.last_error,
+            stopped_at=row.stopped_at,
         )
+
+
+# A link with its channel's stop, if any.
+_LINKS = select(neighbours, stopped_channels.c.stopped_at).select_from(
+    neighbours.outerjoin(stopped_channels, stopped_channels.c.link == neighbours.c.name)
+)
 
 
 def _changed(conn: Connection, name: str) -> None:
@@ -113,11 +129,11 @@ def _check_url(url: str) -> None:
 
 
 def list_links(conn: Connection) -> list[Link]:
-    return [Link.from_row(row) for row in conn.execute(select(neighbours).order_by(neighbours.c.name))]
+    return [Link.from_row(row) for row in conn.execute(_LINKS.order_by(neighbours.c.name))]
 
 
 def get_link(conn: Connection, name: str) -> Link | None:
-    row = conn.execute(select(neighbours).where(neighbours.c.name == name)).first()
+    row = conn.execute(_LINKS.where(neighbours.c.name == name)).first()
     return None if row is None else Link.from_row(row)
 
 
@@ -160,6 +176,7 @@ def add_link(conn: Connection, name: str, url: str, token: str) -> Link:
     ).first()
     if added is None:
         raise MQError(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"neighbour {name} is already defined")
+    conn.execute(delete(stopped_channels).where(stopped_channels.c.link == name))  # a new link runs
     _changed(conn, name)
     link = get_link(conn, name)
     assert link is not None
@@ -167,8 +184,12 @@ def add_link(conn: Connection, name: str, url: str, token: str) -> Link:
 
 
 def update_link(conn: Connection, name: str, *, url: str | None = None, token: str | None = None) -> Link:
+    """Change where the channel sends and the secret it sends; the channel uses them from the
+    next batch it takes, and for a batch taken before that it has to resend (the batch numbers
+    and the epoch stay, so nothing is put twice)."""
     values: dict[str, Any] = {}
     if url is not None:
+        _check_url(url)
         values["url"] = url.rstrip("/")
     if token is not None:
         check_token(token)
@@ -188,6 +209,7 @@ def remove_link(conn: Connection, name: str) -> None:
     if not conn.execute(delete(neighbours).where(neighbours.c.name == name)).rowcount:
         raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
     conn.execute(delete(outbox).where(outbox.c.link == name))
+    conn.execute(delete(stopped_channels).where(stopped_channels.c.link == name))
     _changed(conn, name)
 
 
@@ -197,6 +219,22 @@ def authenticate(conn: Connection, sender: str, token: str) -> Link:
     if link is None or not hmac.compare_digest(link.token.encode(), token.encode()):
         raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"{sender} is not a neighbour with that token")
     return link
+
+
+def stop_channel(conn: Connection, name: str) -> bool:
+    """Stop ``name``'s channel (MQ's STOP CHANNEL); False if it was stopped already. Its
+    messages wait on the transmission queue; a batch already sent is still confirmed."""
+    if get_link(conn, name) is None:
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
+    stop = insert_new(conn, stopped_channels, ("link",)).values(link=name, stopped_at=now_ms())
+    return conn.execute(stop.returning(stopped_channels.c.link)).first() is not None
+
+
+def start_channel(conn: Connection, name: str) -> bool:
+    """Let ``name``'s channel send again (MQ's START CHANNEL); False if it was not stopped."""
+    if get_link(conn, name) is None:
+        raise MQError(Reason.MQRCCF_UNKNOWN_BROKER, f"neighbour {name} is not defined")
+    return bool(conn.execute(delete(stopped_channels).where(stopped_channels.c.link == name)).rowcount)
 
 
 def mark_synced(conn: Connection, name: str) -> bool:

@@ -39,6 +39,7 @@ class ReceivedPublication:
     body: bytes
     folders: tuple[str, ...]  # the publisher's other folders (<mcd>, <usr>, ...)
     message: Message
+    payload_format: str = MQFMT_NONE  # the MQRFH2's Format: the body's
 
     @property
     def topic(self) -> str:
@@ -66,6 +67,7 @@ def decode_publication(message: Message) -> ReceivedPublication:
         body=headers.payload,
         folders=tuple(others),
         message=message,
+        payload_format=headers.payload_format,
     )
 
 

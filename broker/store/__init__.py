@@ -5,13 +5,13 @@ the admin API and the CLI), so that all processes see one state.
 Routers load the state into a :class:`~broker.core.state.BrokerState`, keep it in step
 with other processes' changes through the change log, and write each batch's
 state-changing effects in the batch's own transaction (``state_store``, ``changes``);
-operators list and change it (``listings``, ``acl``); processes report themselves
+operators list and change it (``listings``, ``topic_levels``, ``acl``); processes report themselves
 (``instances``) and hold leases (``leases``; their holders are named by ``queues.owners``).
 """
 
 from __future__ import annotations
 
-from broker.store import acl, changes, instances, leases, listings, rows, schema, state_store
+from broker.store import acl, changes, instances, leases, listings, rows, schema, state_store, topic_levels
 from broker.store.acl import (
     add_acl_rule,
     list_acl_rules,
@@ -39,7 +39,7 @@ from broker.store.listings import (
     get_subscription,
     list_retained,
     list_subscriptions,
-    subscription_topics,
+    mqtt_clients,
 )
 from broker.store.rows import subscription_row
 from broker.store.state_store import StateStore, load_authority, load_neighbours
@@ -71,6 +71,7 @@ __all__ = [
     "load_authority",
     "load_neighbours",
     "log_changes",
+    "mqtt_clients",
     "prune_changes",
     "remove_acl_rule",
     "rows",
@@ -78,7 +79,7 @@ __all__ = [
     "set_group_member",
     "state_store",
     "subscription_row",
-    "subscription_topics",
+    "topic_levels",
     "update_acl_rule",
     "write_instance",
 ]

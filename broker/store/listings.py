@@ -3,6 +3,7 @@ filtered in SQL where an index can help and matched exactly in Python."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,8 +15,8 @@ from broker.core.topics import SEPARATOR, levels_match, literal_prefix, matches,
 from broker.protocol.options import RegOpt, option_names
 from broker.store.mqtt import QUEUE_PREFIX as MQTT_QUEUE_PREFIX
 from broker.store.rows import retained_from_row, subscription_from_row, subscription_hash
-from broker.store.schema import TOPIC_HEAD, retained, subscriptions
-from queues.sql import like_prefix
+from broker.store.schema import TOPIC_HEAD, mqtt_sessions, retained, subscriptions
+from queues.sql import like_prefix, padded
 
 MQTT = "mqtt"
 MQRFH2 = "mqrfh2"
@@ -80,20 +81,6 @@ def list_subscriptions(
     return found
 
 
-def subscription_topics(conn: Connection, under: str = "", *, limit: int = 10_000) -> list[str]:
-    """Up to ``limit`` subscription topics at or below the topic ``under`` ("" for all), in id
-    order: only the topic column, narrowed on the indexed topic head, for views that group
-    topics (the console's topic tree) and need no subscription objects."""
-    stmt = select(subscriptions.c.topic).order_by(subscriptions.c.id).limit(limit)
-    if under:
-        stmt = stmt.where(_head_in(subscriptions.c.topic_head, under))
-    return [topic for (topic,) in conn.execute(stmt) if not under or _at_or_below(topic, under)]
-
-
-def _at_or_below(topic: str, under: str) -> bool:
-    return topic == under or topic.startswith(under + SEPARATOR)
-
-
 def _head_in(head: Any, prefix: str) -> Any:
     """Topics equal to ``prefix`` or below it, as conditions on the indexed topic head: an
     equality and a range (every string starting with ``prefix/`` lies in [prefix/, prefix0),
@@ -101,6 +88,17 @@ def _head_in(head: Any, prefix: str) -> Any:
     below = (prefix + SEPARATOR)[:TOPIC_HEAD]
     upper = below[:-1] + chr(ord(below[-1]) + 1)
     return or_(head == prefix[:TOPIC_HEAD], and_(head >= below, head < upper))
+
+
+def mqtt_clients(conn: Connection, queues: Iterable[str]) -> dict[str, str]:
+    """The MQTT client ids whose session queues are among ``queues``, by queue: whom an MQTT
+    session's subscription delivers to (the queue name is a digest of the id)."""
+    wanted = [queue for queue in queues if queue.startswith(MQTT_QUEUE_PREFIX)]
+    if not wanted:
+        return {}
+    sessions = mqtt_sessions.c
+    found = conn.execute(select(sessions.queue, sessions.client_id).where(sessions.queue.in_(padded(wanted))))
+    return {queue: client_id for queue, client_id in found}
 
 
 def count_subscriptions(conn: Connection) -> int:

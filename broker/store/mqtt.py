@@ -38,6 +38,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -45,7 +46,17 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from broker.protocol.mqtt.packets import Will
+from broker.protocol.mqtt.packets import (
+    MQTT_5,
+    MQTT_31,
+    MQTT_311,
+    NEVER_EXPIRES,
+    NO_PROPERTIES,
+    Properties,
+    Will,
+)
+from broker.protocol.mqtt.v5.properties import read_properties, write_properties
+from broker.protocol.mqtt.wire import PUBLISH, Reader
 from broker.store.schema import (
     mqtt_inbound,
     mqtt_nodes,
@@ -54,10 +65,13 @@ from broker.store.schema import (
     mqtt_sessions,
     mqtt_subscriptions,
 )
-from queues.sql import padded
+from queues.errors import MQError
+from queues.reasons import Reason
+from queues.sql import insert_new, padded
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+VERSIONS = {MQTT_31: "3.1", MQTT_311: "3.1.1", MQTT_5: "5.0"}  # by CONNECT protocol level
 
 
 @lru_cache(maxsize=4096)
@@ -101,12 +115,57 @@ def verify_password(password: bytes, stored: str) -> bool:
 
 
 def set_password(conn: Connection, user_id: str, password: bytes, now: int) -> None:
-    hashed = hash_password(password)
-    changed = conn.execute(
-        update(mqtt_principals).where(mqtt_principals.c.user_id == user_id).values(password_hash=hashed)
-    ).rowcount
-    if not changed:
-        conn.execute(insert(mqtt_principals).values(user_id=user_id, password_hash=hashed, created_at=now))
+    """Set the password of ``user_id``, adding the principal if there is none (``broker mqtt
+    passwd``)."""
+    set_password_hash(conn, user_id, hash_password(password), now)
+
+
+def set_password_hash(conn: Connection, user_id: str, hashed: str, now: int) -> None:
+    """Give ``user_id`` the stored hash ``hashed``, adding the principal if there is none (a
+    configuration import, which holds hashes, never passwords)."""
+    if not _rehash(conn, user_id, hashed):
+        _add(conn, user_id, hashed, now)
+
+
+class NoSuchPrincipal(MQError):
+    """No MQTT principal has this name: 2085, a 404."""
+
+    def __init__(self, user_id: str) -> None:
+        super().__init__(Reason.MQRC_UNKNOWN_OBJECT_NAME, f"no MQTT principal {user_id}")
+
+
+class PrincipalExists(MQError):
+    """An MQTT principal has this name already: 4001, a 409 (its password is kept)."""
+
+    def __init__(self, user_id: str) -> None:
+        super().__init__(Reason.MQRCCF_OBJECT_ALREADY_EXISTS, f"MQTT principal {user_id} exists already")
+
+
+def add_principal(conn: Connection, user_id: str, hashed: str, now: int) -> None:
+    """Add the principal ``user_id`` with the password ``hashed`` (:func:`hash_password`'s,
+    made before the transaction: scrypt takes a while, and the write lock would wait for it);
+    :class:`PrincipalExists` if there is one."""
+    if not _add(conn, user_id, hashed, now):
+        raise PrincipalExists(user_id)
+
+
+def change_password(conn: Connection, user_id: str, hashed: str) -> None:
+    """Give ``user_id`` the password ``hashed`` (as :func:`add_principal` takes it);
+    :class:`NoSuchPrincipal` if there is no such principal."""
+    if not _rehash(conn, user_id, hashed):
+        raise NoSuchPrincipal(user_id)
+
+
+def _rehash(conn: Connection, user_id: str, hashed: str) -> bool:
+    principals = mqtt_principals.c
+    statement = update(mqtt_principals).where(principals.user_id == user_id).values(password_hash=hashed)
+    return bool(conn.execute(statement).rowcount)
+
+
+def _add(conn: Connection, user_id: str, hashed: str, now: int) -> bool:
+    row = {"user_id": user_id, "password_hash": hashed, "created_at": now}
+    statement = insert_new(conn, mqtt_principals, ("user_id",)).values(row)
+    return conn.execute(statement.returning(mqtt_principals.c.user_id)).first() is not None
 
 
 def password_hash(conn: Connection, user_id: str) -> str | None:
@@ -115,8 +174,16 @@ def password_hash(conn: Connection, user_id: str) -> str | None:
     ).scalar()
 
 
-def delete_principal(conn: Connection, user_id: str) -> bool:
-    return bool(conn.execute(delete(mqtt_principals).where(mqtt_principals.c.user_id == user_id)).rowcount)
+def has_principal(conn: Connection, user_id: str) -> bool:
+    found = conn.execute(select(mqtt_principals.c.user_id).where(mqtt_principals.c.user_id == user_id))
+    return found.first() is not None
+
+
+def delete_principal(conn: Connection, user_id: str) -> None:
+    """Remove the principal ``user_id`` (its connected clients stay until they reconnect);
+    :class:`NoSuchPrincipal` if there is none."""
+    if not conn.execute(delete(mqtt_principals).where(mqtt_principals.c.user_id == user_id)).rowcount:
+        raise NoSuchPrincipal(user_id)
 
 
 def list_principals(conn: Connection) -> list[tuple[str, int]]:
@@ -147,10 +214,21 @@ class StoredSession:
     owner: str = ""  # the listener process its client is connected to (queues.owners)
     will: Will | None = None  # its connected client's, until published or discarded
     node: str = ""  # the node holding it (read with it: its holder, until released)
+    keepalive: int = 0  # seconds, as its client's last CONNECT asked
+    bytes_in: int = 0  # sent by its client on its current (or last) connection, as last written
+    bytes_out: int = 0  # sent to its client on that connection, as last written
+    expiry: int | None = None  # MQTT 5.0's Session Expiry Interval (None: 3.1 or 3.1.1)
+    receive_maximum: int | None = None  # MQTT 5.0: as its client's CONNECT gave them
+    topic_alias_maximum: int | None = None
 
     @property
     def key(self) -> bytes:
         return session_key(self.client_id)
+
+    @property
+    def version(self) -> str:
+        """The MQTT version its client speaks, as people name it."""
+        return VERSIONS.get(self.protocol_level, str(self.protocol_level))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +239,7 @@ class OutboundRow:
     qos: int
     retain: bool
     released: bool
+    properties: Properties = NO_PROPERTIES  # an MQTT 5.0 subscriber's: sent again with it
 
 
 def find_session(conn: Connection, client_id: str) -> StoredSession | None:
@@ -195,16 +274,28 @@ def list_sessions(
 ) -> list[StoredSession]:
     """The stored sessions by client id (those after ``after``, at most ``limit``: a page),
     each with its count of unacknowledged outbound messages."""
+    statement = _shown().order_by(mqtt_sessions.c.client_id).limit(limit)
+    if after is not None:
+        statement = statement.where(mqtt_sessions.c.client_id > after)
+    return [_session(row) for row in conn.execute(statement)]
+
+
+def show_session(conn: Connection, client_id: str) -> StoredSession | None:
+    """The session of ``client_id`` as :func:`list_sessions` gives it (its in-flight count
+    included), or None."""
+    row = conn.execute(_shown().where(mqtt_sessions.c.session_key == session_key(client_id))).first()
+    return None if row is None else _session(row)
+
+
+def _shown() -> Select[Any]:
+    """The sessions with the node holding each and its count of outbound messages in flight."""
     in_flight = (
         select(func.coalesce(func.sum(mqtt_outbound_runs.c.pending), 0))
         .where(mqtt_outbound_runs.c.session_key == mqtt_sessions.c.session_key)
         .scalar_subquery()
         .label("in_flight")
     )
-    statement = _with_node(select(mqtt_sessions, in_flight)).order_by(mqtt_sessions.c.client_id).limit(limit)
-    if after is not None:
-        statement = statement.where(mqtt_sessions.c.client_id > after)
-    return [_session(row) for row in conn.execute(statement)]
+    return _with_node(select(mqtt_sessions, in_flight))
 
 
 def count_sessions(conn: Connection) -> tuple[int, int]:
@@ -270,6 +361,12 @@ def _session(row: Row[Any]) -> StoredSession:
         m["owner"],
         _will(m),
         m.get("node") or "",
+        m["keepalive"],
+        m["bytes_in"],
+        m["bytes_out"],
+        m["expiry"],
+        m["receive_maximum"],
+        m["topic_alias_maximum"],
     )
 
 
@@ -317,6 +414,12 @@ _CONNECTION_COLUMNS = (
     "will_payload",
     "will_qos",
     "will_retain",
+    "keepalive",
+    "bytes_in",
+    "bytes_out",
+    "expiry",
+    "receive_maximum",
+    "topic_alias_maximum",
 )
 
 
@@ -335,6 +438,12 @@ def _connection(session: StoredSession) -> dict[str, Any]:
         "will_payload": None if session.will is None else session.will.payload,
         "will_qos": 0 if session.will is None else session.will.qos,
         "will_retain": int(session.will is not None and session.will.retain),
+        "keepalive": session.keepalive,
+        "bytes_in": session.bytes_in,
+        "bytes_out": session.bytes_out,
+        "expiry": session.expiry,
+        "receive_maximum": session.receive_maximum,
+        "topic_alias_maximum": session.topic_alias_maximum,
     }
 
 
@@ -349,12 +458,44 @@ def _creation(session: StoredSession) -> dict[str, Any]:
     }
 
 
-def offline_sessions(conn: Connection, *, before: int | None = None) -> list[StoredSession]:
-    """The sessions no client is connected to (gone before the epoch ms ``before``, if given)."""
+def offline_sessions(conn: Connection) -> list[StoredSession]:
+    """The sessions no client is connected to."""
     statement = select(mqtt_sessions).where(mqtt_sessions.c.online == 0)
-    if before is not None:
-        statement = statement.where(mqtt_sessions.c.offline_since < before)
     return [_session(row) for row in conn.execute(statement.order_by(mqtt_sessions.c.client_id))]
+
+
+def expired(session: StoredSession, now: int, default: int) -> bool:
+    """Whether ``session``, offline, has outlived its expiry by the epoch ms ``now``: its own
+    Session Expiry Interval (MQTT 5.0), else ``default`` seconds (0: never)."""
+    seconds = default if session.expiry is None else session.expiry
+    if session.online or not seconds or seconds == NEVER_EXPIRES:
+        return False
+    return session.offline_since + seconds * 1000 < now
+
+
+def expired_sessions(conn: Connection, now: int, default: int) -> list[StoredSession]:
+    """The offline sessions :func:`expired` by ``now``, in one query."""
+    sessions = mqtt_sessions.c
+    own = and_(
+        sessions.expiry.is_not(None),
+        sessions.expiry < NEVER_EXPIRES,
+        sessions.offline_since + sessions.expiry * 1000 < now,
+    )
+    overdue = (
+        or_(own, and_(sessions.expiry.is_(None), sessions.offline_since < now - default * 1000))
+        if default
+        else own
+    )
+    statement = select(mqtt_sessions).where(sessions.online == 0, overdue).order_by(sessions.client_id)
+    return [_session(row) for row in conn.execute(statement)]
+
+
+def set_expiry(conn: Connection, client_id: str, expiry: int) -> None:
+    """The Session Expiry Interval an MQTT 5.0 client's DISCONNECT set."""
+    sessions = mqtt_sessions.c
+    conn.execute(
+        update(mqtt_sessions).where(sessions.session_key == session_key(client_id)).values(expiry=expiry)
+    )
 
 
 def count_dropped(conn: Connection, client_id: str, count: int) -> None:
@@ -379,6 +520,27 @@ def _refusal(dialect: str) -> Update:
         update(mqtt_sessions)
         .where(sessions.session_key == named["k"])
         .values(refused=sessions.refused + named["v"])
+    )
+
+
+def record_traffic(conn: Connection, owner: str, counts: Mapping[str, tuple[int, int]]) -> None:
+    """The bytes in and out of each client's connection so far (by client id), on the sessions
+    ``owner`` holds (one another listener process has taken over is left alone): one statement
+    for them all, which reads nothing back."""
+    rows = [(session_key(client_id), owner, sent, received) for client_id, (sent, received) in counts.items()]
+    _execute_rows(conn, "record_traffic", _traffic, ("k", "o", "i", "b"), rows)
+
+
+def _traffic(dialect: str) -> Update:
+    sessions = mqtt_sessions.c
+    named = _parameters(
+        dialect,
+        {"k": sessions.session_key, "o": sessions.owner, "i": sessions.bytes_in, "b": sessions.bytes_out},
+    )
+    return (
+        update(mqtt_sessions)
+        .where(sessions.session_key == named["k"], sessions.owner == named["o"])
+        .values(bytes_in=named["i"], bytes_out=named["b"])
     )
 
 
@@ -477,11 +639,14 @@ def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
 # -- outbound messages ---------------------------------------------------------------------
 # Stored as runs: the messages one routing batch sent one session, packed in one row.
 
-_MESSAGE = struct.Struct(">HBBHI")  # packet id, QoS, RETAIN, topic length, payload length
+_MESSAGE = struct.Struct(">HBBHI")  # packet id, QoS, flags, topic length, payload length
+_PROPERTIES = struct.Struct(">I")  # the length of the property block after the payload
+_RETAIN = 0x01  # flags: RETAIN
+_WITH_PROPERTIES = 0x80  # flags: the publication's MQTT 5.0 property block follows its payload
 RUN_BYTES = 16 << 20  # payload bytes past which a session's new messages start another run
 
-# An outbound message as a run holds it: (packet id, topic, payload, QoS, RETAIN).
-OutboundMessage = tuple[int, str, bytes, int, bool]
+# An outbound message as a run holds it: (packet id, topic, payload, QoS, RETAIN, properties).
+OutboundMessage = tuple[int, str, bytes, int, bool, Properties]
 
 
 @dataclass(slots=True, eq=False)
@@ -526,8 +691,8 @@ class OutboundRun:
     def in_flight(self) -> list[OutboundRow]:
         """The messages not yet acknowledged for good, in their sending order."""
         return [
-            OutboundRow(packet_id, topic, payload, qos, retain, self.is_released(index))
-            for index, (packet_id, topic, payload, qos, retain) in enumerate(self.messages)
+            OutboundRow(packet_id, topic, payload, qos, retain, self.is_released(index), properties)
+            for index, (packet_id, topic, payload, qos, retain, properties) in enumerate(self.messages)
             if not self.is_acked(index)
         ]
 
@@ -550,13 +715,21 @@ def new_runs(
 
 
 def pack_messages(messages: Iterable[OutboundMessage]) -> bytes:
+    """A run's messages as one value; a message with MQTT 5.0 properties (most have none)
+    carries them as PUBLISH does, after its payload."""
     parts: list[bytes] = []
     names: dict[str, bytes] = {}  # a run's messages are mostly on a few topics
-    for packet_id, topic, payload, qos, retain in messages:
+    for packet_id, topic, payload, qos, retain, properties in messages:
         name = names.get(topic)
         if name is None:
             name = names[topic] = topic.encode("utf-8")
-        parts += (_MESSAGE.pack(packet_id, qos, retain, len(name), len(payload)), name, payload)
+        flags = _RETAIN if retain else 0
+        if properties is NO_PROPERTIES:
+            parts += (_MESSAGE.pack(packet_id, qos, flags, len(name), len(payload)), name, payload)
+            continue
+        block = write_properties(properties, PUBLISH)
+        head = _MESSAGE.pack(packet_id, qos, flags | _WITH_PROPERTIES, len(name), len(payload))
+        parts += (head, name, payload, _PROPERTIES.pack(len(block)), block)
     return b"".join(parts)
 
 
@@ -564,12 +737,19 @@ def unpack_messages(blob: bytes) -> list[OutboundMessage]:
     messages: list[OutboundMessage] = []
     pos, size = 0, len(blob)
     while pos < size:
-        packet_id, qos, retain, topic_length, payload_length = _MESSAGE.unpack_from(blob, pos)
+        packet_id, qos, flags, topic_length, payload_length = _MESSAGE.unpack_from(blob, pos)
         pos += _MESSAGE.size
         topic = bytes(blob[pos : pos + topic_length]).decode("utf-8")
         pos += topic_length
-        messages.append((packet_id, topic, bytes(blob[pos : pos + payload_length]), qos, bool(retain)))
+        payload = bytes(blob[pos : pos + payload_length])
         pos += payload_length
+        properties = NO_PROPERTIES
+        if flags & _WITH_PROPERTIES:
+            (length,) = _PROPERTIES.unpack_from(blob, pos)
+            pos += _PROPERTIES.size
+            properties = read_properties(Reader(bytearray(blob[pos : pos + length]), 0, length), PUBLISH)
+            pos += length
+        messages.append((packet_id, topic, payload, qos, bool(flags & _RETAIN), properties))
     return messages
 
 

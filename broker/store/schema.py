@@ -182,6 +182,17 @@ mqtt_sessions = Table(
     Column("will_payload", LargeBinary),
     Column("will_qos", SmallInteger, nullable=False, server_default="0"),
     Column("will_retain", SmallInteger, nullable=False, server_default="0"),
+    Column("keepalive", Integer, nullable=False, server_default="0"),  # seconds, of its last CONNECT
+    # bytes its client sent and was sent on its current (or last) connection, as its listener
+    # last wrote them (every few seconds)
+    Column("bytes_in", BigInteger, nullable=False, server_default="0"),
+    Column("bytes_out", BigInteger, nullable=False, server_default="0"),
+    # MQTT 5.0: seconds it outlives its client's connection (0xFFFFFFFF: never); NULL: 3.1 or
+    # 3.1.1, whose sessions the broker-wide mqtt_session_expiry governs
+    Column("expiry", BigInteger),
+    # MQTT 5.0: its client's Receive Maximum and Topic Alias Maximum (NULL: none given, or 3.1.x)
+    Column("receive_maximum", Integer),
+    Column("topic_alias_maximum", Integer),
 )
 
 # The MQTT listener processes of the cluster's nodes (``broker.store.nodes``), a row each: it

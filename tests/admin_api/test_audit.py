@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from queues.ids import now_ms
 from tests.admin_api.conftest import Api, assert_problem
 
@@ -67,3 +69,50 @@ def test_audit_pages_backwards_and_is_admin_only(api: Api) -> None:
     older = entries(api, before=page["next_before"], limit=2)
     assert [e["summary"]["queue"] for e in page["items"] + older] == ["C", "B", "A"]  # type: ignore[index]
     assert_problem(api.get("/api/v1/audit", "operator"), 403)
+
+
+def test_entries_filter_by_principal_method_action_and_time(api: Api) -> None:
+    api.post("/api/v1/queues", "operator", json={"name": "SCORES"})
+    api.post("/api/v1/queues", json={"name": "TICKS"})
+    cut = now_ms() + 1  # after every entry so far, which were written before their answers
+    time.sleep(0.01)
+    api.delete("/api/v1/queues/TICKS")
+    api.post("/api/v1/tokens", json={"role": "viewer", "principal": "bot"})
+
+    def paths(**params: object) -> list[tuple[str, str, str]]:
+        return [(e["principal"], e["method"], e["path"]) for e in entries(api, **params)]  # type: ignore[misc]
+
+    assert paths(principal="otto") == [("otto", "POST", "/api/v1/queues")]
+    assert paths(principal="ada", method="POST") == [
+        ("ada", "POST", "/api/v1/tokens"),
+        ("ada", "POST", "/api/v1/queues"),
+    ]
+    assert paths(action="TICKS") == [("ada", "DELETE", "/api/v1/queues/TICKS")]
+    assert paths(action="{name}") == paths(action="ticks")  # the route, in any case
+    assert paths(action="%") == paths(action="_") == []  # LIKE's wildcards are plain text
+    assert paths(since=cut) == [
+        ("ada", "POST", "/api/v1/tokens"),
+        ("ada", "DELETE", "/api/v1/queues/TICKS"),
+    ]
+    assert paths(until=cut) == [("ada", "POST", "/api/v1/queues"), ("otto", "POST", "/api/v1/queues")]
+    assert paths(since=cut, action="queues", method="DELETE", principal="ada") == [
+        ("ada", "DELETE", "/api/v1/queues/TICKS")
+    ]
+    page = api.get("/api/v1/audit", params={"principal": "ada", "limit": 1}).json()
+    older = entries(api, principal="ada", limit=5, before=page["next_before"])
+    assert [e["path"] for e in page["items"] + older] == [
+        "/api/v1/tokens",
+        "/api/v1/queues/TICKS",
+        "/api/v1/queues",
+    ]
+
+
+def test_a_bad_filter_is_422(api: Api) -> None:
+    for params in (
+        {"method": "post"},
+        {"action": ""},
+        {"since": -1},
+        {"principal": "x" * 65},
+        {"action": "\x00"},
+    ):
+        assert_problem(api.get("/api/v1/audit", params=params), 422)

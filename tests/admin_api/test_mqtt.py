@@ -1,13 +1,17 @@
 """MQTT sessions over HTTP, as the listener stores them; disconnect and delete carried out by a
 real ``broker serve --mqtt`` (another process, as ``broker api`` beside it would be) for real
-paho-mqtt clients."""
+paho-mqtt clients; the MQTT principals, the admin's."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import replace
 
 from broker import store
 from broker.core.cluster import Member
 from broker.protocol import psc
 from broker.protocol.messages import command_message
+from broker.protocol.mqtt.packets import NO_PROPERTIES
 from broker.store import mqtt, mqtt_requests, nodes
 from queues import QueueManager
 from queues.ids import now_ms
@@ -17,6 +21,7 @@ from tests.e2e.conftest import brokers  # noqa: F401 (the fixture of real broker
 from tests.e2e.processes import Brokers
 
 SESSIONS = "/api/v1/mqtt/sessions"
+PRINCIPALS = "/api/v1/mqtt/principals"
 CLIENTS = "/api/v1/mqtt/clients"
 
 
@@ -32,7 +37,9 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
                 ),
             )
         run = mqtt.OutboundRun.new(
-            mqtt.session_key("phone"), 1, [(5, "t", b"x", 1, False), (6, "t", b"y", 1, False)]
+            mqtt.session_key("phone"),
+            1,
+            [(5, "t", b"x", 1, False, NO_PROPERTIES), (6, "t", b"y", 1, False, NO_PROPERTIES)],
         )
         run.acknowledge(0)
         mqtt.store_runs(uow.connection, [run])
@@ -56,6 +63,12 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "queue": queue,
             "dropped": 2,
             "refused": 0,
+            "keepalive": 0,
+            "bytes_in": 0,
+            "bytes_out": 0,
+            "session_expiry": None,
+            "receive_maximum": None,
+            "topic_alias_maximum": None,
         },
         {
             "client_id": "sensor",
@@ -72,8 +85,103 @@ def test_sessions_listed_with_what_is_in_flight_and_queued(api: Api) -> None:
             "offline_since": 0,
             "dropped": 0,
             "refused": 0,
+            "keepalive": 0,
+            "bytes_in": 0,
+            "bytes_out": 0,
+            "session_expiry": None,
+            "receive_maximum": None,
+            "topic_alias_maximum": None,
         },
     ]
+
+
+def test_one_session_with_its_subscriptions_keepalive_and_bytes(api: Api) -> None:
+    with api.qm.unit_of_work() as uow:
+        stored = mqtt.StoredSession(
+            "meter/7",
+            mqtt.queue_for("meter/7"),
+            "alice",
+            False,
+            3,
+            "10.0.0.9:1",
+            1,
+            2,
+            owner="m1",
+            keepalive=30,
+        )
+        mqtt.save_session(uow.connection, stored)
+        mqtt.grant(uow.connection, "meter/7", [("tariff/#", 1), ("cmd/meter/7", 0)])
+        mqtt.record_traffic(uow.connection, "m1", {"meter/7": (1066, 13)})
+    found = api.get(f"{SESSIONS}/meter%2F7", "viewer").json()
+    assert (found["client_id"], found["protocol_version"], found["keepalive"]) == ("meter/7", "3.1", 30)
+    assert (found["bytes_in"], found["bytes_out"], found["queued"], found["in_flight"]) == (1066, 13, 0, 0)
+    assert found["subscriptions"] == [{"filter": "cmd/meter/7", "qos": 0}, {"filter": "tariff/#", "qos": 1}]
+    assert sessions(api)["meter/7"] == {k: v for k, v in found.items() if k != "subscriptions"}
+    assert_problem(api.get(f"{SESSIONS}/nobody", "viewer"), 404, "MQRC_UNKNOWN_OBJECT_NAME")
+
+
+def test_an_mqtt5_sessions_expiry_and_its_clients_limits_are_shown(api: Api) -> None:
+    stored = mqtt.StoredSession("v3", mqtt.queue_for("v3"), "alice", False, 4, "10.0.0.9:1", 1, 2)
+    v5 = replace(stored, client_id="v5", queue=mqtt.queue_for("v5"), protocol_level=5, expiry=3600)
+    with api.qm.unit_of_work() as uow:
+        mqtt.save_session(uow.connection, replace(v5, receive_maximum=20, topic_alias_maximum=4))
+        mqtt.save_session(uow.connection, stored)
+    shown = api.get(f"{SESSIONS}/v5", "viewer").json()
+    limits = ("session_expiry", "receive_maximum", "topic_alias_maximum")
+    assert [shown[name] for name in ("protocol_version", *limits)] == ["5.0", 3600, 20, 4]
+    assert [sessions(api)["v3"][name] for name in limits] == [None, None, None]
+
+
+def test_an_admin_adds_sets_and_removes_principals_and_no_password_is_ever_shown(api: Api) -> None:
+    for role in ("viewer", "operator"):
+        assert_problem(api.get(PRINCIPALS, role), 403)
+        assert_problem(api.post(PRINCIPALS, role, json={"user": "sensor1", "password": "first"}), 403)
+    added = api.post(PRINCIPALS, json={"user": "sensor1", "password": "first secret"})
+    assert added.status_code == 201, added.text
+    assert added.json().keys() == {"user", "created_at"} and added.headers["location"].endswith("/sensor1")
+    again = assert_problem(
+        api.post(PRINCIPALS, json={"user": "sensor1", "password": "other"}),
+        409,
+        "MQRCCF_OBJECT_ALREADY_EXISTS",
+    )
+    assert again["detail"] == "MQTT principal sensor1 exists already"
+    assert api.get(PRINCIPALS).json() == [added.json()]
+    assert stored_password(api, "sensor1", "first secret")
+
+    assert_problem(
+        api.request("PUT", f"{PRINCIPALS}/sensor1/password", "operator", json={"password": "x"}), 403
+    )
+    changed = api.request("PUT", f"{PRINCIPALS}/sensor1/password", json={"password": " second secret "})
+    assert changed.status_code == 204, changed.text
+    assert stored_password(api, "sensor1", " second secret ")  # as typed, blanks included
+    missing = api.request("PUT", f"{PRINCIPALS}/nobody/password", json={"password": "x"})
+    assert assert_problem(missing, 404, "MQRC_UNKNOWN_OBJECT_NAME")["detail"] == "no MQTT principal nobody"
+    long = "z" * 1025
+    for bad in ({"password": ""}, {"password": long}, {"password": 5}, {"password": "x", "echo": 1}):
+        refused = api.request("PUT", f"{PRINCIPALS}/sensor1/password", json=bad)
+        assert_problem(refused, 422)
+        assert long not in refused.text
+    assert (
+        "at most 1,024 characters"
+        in api.request("PUT", f"{PRINCIPALS}/sensor1/password", json={"password": long}).text
+    )
+    assert_problem(api.post(PRINCIPALS, json={"user": "averyverylongname", "password": "x"}), 422)
+
+    assert api.delete(f"{PRINCIPALS}/sensor1", "operator").status_code == 403
+    assert api.delete(f"{PRINCIPALS}/sensor1").status_code == 204
+    assert_problem(api.delete(f"{PRINCIPALS}/sensor1"), 404, "MQRC_UNKNOWN_OBJECT_NAME")
+    assert api.get(PRINCIPALS).json() == []
+    entries = api.get("/api/v1/audit", "admin").json()["items"]
+    written = [(e["method"], e["status"], e["summary"]) for e in entries if "/principals" in e["path"]]
+    assert ("POST", 201, {"user": "sensor1"}) in written and ("DELETE", 204, {"user": "sensor1"}) in written
+    assert ("PUT", 204, {"user": "sensor1"}) in written
+    assert "secret" not in json.dumps(entries)
+
+
+def stored_password(api: Api, user: str, password: str) -> bool:
+    with api.qm.reading() as conn:
+        hashed = mqtt.password_hash(conn, user)
+    return hashed is not None and password not in hashed and mqtt.verify_password(password.encode(), hashed)
 
 
 def test_the_cluster_view_and_the_node_holding_each_client(api: Api) -> None:

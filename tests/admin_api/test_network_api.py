@@ -11,6 +11,7 @@ import base64
 import json
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from admin_api import services as services_module
 from broker.admin import neighbours as admin_neighbours
 from broker.core.effects import Put
 from broker.core.neighbours import transmission
-from broker.network import wire
+from broker.network import links, wire
 from broker.network.channel import SENDER_HEADER
 from queues import xqh
 from queues.message import Message
@@ -156,6 +157,90 @@ def test_removal_is_409_while_messages_wait_unless_purged_and_404_once_done(api:
     assert api.delete(f"{NEIGHBOURS}/QMB", params={"purge": "true"}).status_code == 204
     assert api.get(NEIGHBOURS).json() == []
     assert_problem(api.delete(f"{NEIGHBOURS}/QMB"), 404)
+
+
+def audited(api: Api) -> list[dict[str, Any]]:
+    """The audit entries, newest first."""
+    items: list[dict[str, Any]] = api.get("/api/v1/audit").json()["items"]
+    return items
+
+
+def test_admins_alter_the_url_and_the_token_which_no_answer_shows(api: Api) -> None:
+    link(api)
+    body = {"url": "http://qmb.moved:9090/", "token": "a-new-link-token-0123456789"}
+    for role in ("viewer", "operator"):
+        assert_problem(api.request("PATCH", f"{NEIGHBOURS}/QMB", role, json=body), 403)
+    altered = api.request("PATCH", f"{NEIGHBOURS}/QMB", json=body)
+    assert altered.status_code == 200, altered.text
+    assert altered.json() == api.get(f"{NEIGHBOURS}/QMB").json()
+    assert altered.json()["url"] == "http://qmb.moved:9090"
+    with api.qm.reading() as conn:
+        stored = links.get_link(conn, "QMB")
+    assert stored is not None and stored.token == body["token"]
+    entry = audited(api)[0]
+    assert (entry["method"], entry["summary"]) == (
+        "PATCH",
+        {"name": "QMB", "url": body["url"], "token_changed": True},
+    )
+    assert body["token"] not in altered.text + api.get("/api/v1/audit").text
+    only_url = api.request("PATCH", f"{NEIGHBOURS}/QMB", json={"url": URL_B})
+    assert only_url.json()["url"] == URL_B
+    with api.qm.reading() as conn:
+        assert links.get_link(conn, "QMB").token == body["token"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"url": "qmb:8080"}, {"token": "short"}, {"url": URL_B, "name": "QMC"}, {"url": 8080}],
+    ids=["bad url", "short token", "unknown field", "not a string"],
+)
+def test_an_alteration_is_validated(api: Api, body: dict[str, Any]) -> None:
+    link(api)
+    assert_problem(api.request("PATCH", f"{NEIGHBOURS}/QMB", json=body), 422)
+    assert api.get(f"{NEIGHBOURS}/QMB").json()["url"] == URL_B
+
+
+@pytest.mark.parametrize("body", [{}, {"url": None, "token": None}], ids=["nothing", "nulls"])
+def test_an_alteration_of_nothing_keeps_everything(api: Api, body: dict[str, Any]) -> None:
+    link(api)
+    before = api.get(f"{NEIGHBOURS}/QMB").json()
+    kept = api.request("PATCH", f"{NEIGHBOURS}/QMB", json=body)
+    assert (kept.status_code, kept.json()) == (200, before)
+    with api.qm.reading() as conn:
+        assert links.get_link(conn, "QMB").token == TOKEN  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("change", ["PATCH", "stop", "start"])
+def test_changing_a_neighbour_not_defined_is_404(api: Api, change: str) -> None:
+    if change == "PATCH":
+        answer = api.request("PATCH", f"{NEIGHBOURS}/QMX", json={"url": URL_B})
+    else:
+        answer = api.post(f"{NEIGHBOURS}/QMX/{change}", "operator")
+    assert assert_problem(answer, 404)["detail"] == "neighbour QMX is not defined"
+
+
+def test_operators_stop_and_start_a_channel_and_its_messages_wait_meanwhile(api: Api) -> None:
+    link(api)
+    assert_problem(api.post(f"{NEIGHBOURS}/QMB/stop", "viewer"), 403)
+    stopped = api.post(f"{NEIGHBOURS}/QMB/stop", "operator")
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json()["state"] == "stopped" and stopped.json()["stopped_at"] is not None
+    api.qm.put(*transmission(Put("APP.IN", Message(b"waiting"), "QMB")))
+    again = api.post(f"{NEIGHBOURS}/QMB/stop", "operator").json()
+    assert (again["state"], again["stopped_at"], again["transmission_depth"]) == (
+        "stopped",
+        stopped.json()["stopped_at"],
+        1,
+    )
+    assert api.get(NEIGHBOURS, "viewer").json()[0]["state"] == "stopped"
+    started = api.post(f"{NEIGHBOURS}/QMB/start", "operator").json()
+    assert (started["state"], started["stopped_at"]) == ("running", None)
+    assert [(e["path"], e["summary"], e["status"]) for e in audited(api)[:4]] == [
+        ("/api/v1/neighbours/QMB/start", {"name": "QMB", "changed": True}, 200),
+        ("/api/v1/neighbours/QMB/stop", {"name": "QMB", "changed": False}, 200),
+        ("/api/v1/neighbours/QMB/stop", {"name": "QMB", "changed": True}, 200),
+        ("/api/v1/neighbours/QMB/stop", {"name": "QMB"}, 403),
+    ]
 
 
 # -- the channel's inbound endpoint --------------------------------------------------------------

@@ -282,6 +282,36 @@ def test_retry_refuses_what_it_cannot_restore(api: Api) -> None:
     assert api.qm.get(DEAD_LETTER_QUEUE, msg_id=bytes.fromhex(remote)).msg_id.hex() == remote
 
 
+def test_forward_puts_the_original_message_on_another_queue(api: Api) -> None:
+    define(api, "REPAIR", max_depth=1)
+    first = dead_letter(api, "SCORES", b"lost", Reason.MQRC_Q_FULL).hex()
+    remote = dead_letter(api, "THEIRS", b"far", Reason.MQRC_UNKNOWN_REMOTE_Q_MGR, dest_qmgr="QM2").hex()
+    forward = "/api/v1/dead-letters/{}/forward"
+    assert_problem(api.post(forward.format(first), "viewer", json={"queue": "REPAIR"}), 403)
+    assert_problem(api.post(forward.format(first), json={"queue": "NOPE"}), 404, "MQRC_UNKNOWN_OBJECT_NAME")
+    response = api.post(forward.format(first), "operator", json={"queue": "REPAIR"})
+    assert response.json() == {
+        "msg_id": first,
+        "queue": "REPAIR",
+        "reason": 2053,
+        "reason_name": "MQRC_Q_FULL",
+    }
+    forwarded = api.qm.browse("REPAIR")[0].message
+    assert (forwarded.body, forwarded.format, forwarded.ccsid, forwarded.msg_id.hex()) == (
+        b"lost",
+        MQFMT_STRING,
+        819,
+        first,
+    )
+    assert_problem(api.post(forward.format(remote), json={"queue": "REPAIR"}), 409, "MQRC_Q_FULL")
+    api.qm.get("REPAIR")
+    # bound for another queue manager: forwarding names the queue here, so it goes
+    assert api.post(forward.format(remote), json={"queue": "REPAIR"}).json()["queue"] == "REPAIR"
+    assert api.qm.depth(DEAD_LETTER_QUEUE) == 0
+    assert_problem(api.post(forward.format(first), json={"queue": "REPAIR"}), 404)
+    assert_problem(api.post(forward.format(first), json={"queue": "BAD NAME"}), 422)
+
+
 def test_discard_removes_one_dead_letter_and_only_for_operators(api: Api) -> None:
     kept = dead_letter(api, "SCORES", b"kept", Reason.MQRC_Q_FULL).hex()
     gone = dead_letter(api, "SCORES", b"gone", Reason.MQRC_Q_FULL).hex()

@@ -24,14 +24,21 @@ RATES = re.compile(r"data-rates='([^']*)'")
 PAGES = (
     "/console/",
     "/console/queues",
+    "/console/queues?sort=-depth",
     "/console/queues/SYSTEM.BROKER.DEFAULT.STREAM",
     "/console/queues/SYSTEM.DEAD.LETTER.QUEUE",
     "/console/subscriptions",
     "/console/topics",
+    "/console/publish",
     "/console/dead-letters",
     "/console/mqtt",
+    "/console/mqtt/principals",
     "/console/network",
     "/console/security",
+    "/console/security?user=alice&permission=publish&topic=Sport%2FTennis",
+    "/console/tokens",
+    "/console/audit",
+    "/console/config",
 )
 
 

@@ -250,6 +250,17 @@ def test_queue_pages_follow_each_other_by_name_and_match_patterns(qm):
     assert [h.definition.name for h in qm.queue_page("*.A?", limit=10)] == ["APP.AB"]
     assert [h.definition.name for h in qm.queue_page("A%*", limit=10)] == ["A%B"]  # % is literal
     assert qm.queue_page("NOTHING*") == []
+    backwards: list[str] = []
+    after = ""
+    while page := qm.queue_page(after=after, limit=2, descending=True):
+        backwards += [h.definition.name for h in page]
+        after = page[-1].definition.name
+    assert backwards == every[::-1]
+    assert [h.definition.name for h in qm.queue_page("APP.*", limit=2, descending=True)] == [
+        "APP.B",
+        "APP.AB",
+    ]
+    assert [h.definition.name for h in qm.queue_page("APP.*", after="APP.AB", descending=True)] == ["APP.A"]
 
 
 def test_queue_page_gives_the_put_time_of_the_message_a_get_takes_next(qm):
@@ -788,6 +799,17 @@ def test_browse_in_pages_and_from_a_cursor(qm):
     assert qm.browse("APP.Q", after=page3[-1].cursor) == []
     before = now_ms()
     assert all(before - 60_000 < b.put_at <= before for b in page1)
+
+
+def test_browse_by_msg_id_finds_only_the_messages_with_it_in_get_order(qm):
+    qm.define_queue("APP.Q")
+    twin = b"\x07" * 24
+    qm.put_many(
+        [("APP.Q", msg(1)), ("APP.Q", msg(2, msg_id=twin)), ("APP.Q", msg(3, msg_id=twin, priority=5))]
+    )
+    assert [b.message.body for b in qm.browse("APP.Q", msg_id=twin, limit=10)] == [b"m3", b"m2"]
+    assert [b.message.body for b in qm.browse("APP.Q", msg_id=b"\x07")] == []  # padded: no such MsgId
+    assert qm.depth("APP.Q") == 3
 
 
 def test_browse_does_not_change_backout_count_or_depth(qm):

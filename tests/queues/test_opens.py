@@ -134,6 +134,27 @@ def test_an_open_held_until_closed_does_not_lapse(qm: QueueManager):
     assert qm.holders("XMIT") == []
 
 
+def test_the_holders_of_a_page_of_queues_are_read_at_once(qm: QueueManager):
+    for name in ("A", "B", "C"):
+        qm.define_queue(name)
+    qm.open_queues("router:h/2@box", [QueueOpen("A", "broker QM1 routes from it", reads=True)], lease_ms=None)
+    qm.open_queues(
+        "neighbour:QMB",
+        [QueueOpen("A", "the channel to QMB", reads=True), QueueOpen("B", "the channel to QMB", writes=True)],
+        lease_ms=None,
+    )
+    qm.open_queues("router:gone/3@box", [QueueOpen("C", "a broker that stopped", reads=True)], lease_ms=-1)
+    held = qm.holders_of(["A", "B", "C", "NOT.DEFINED"])
+    assert {name: [h.owner for h in found] for name, found in held.items()} == {
+        "A": ["neighbour:QMB", "router:h/2@box"],  # by owner
+        "B": ["neighbour:QMB"],
+        "C": [],  # its lease lapsed
+        "NOT.DEFINED": [],
+    }
+    assert held["B"][0].writes and not held["B"][0].reads
+    assert qm.holders_of([]) == {}
+
+
 def test_a_process_of_this_machine_holds_until_it_exits(qm: QueueManager, database_url: str):
     """A holder that dies without closing is judged by its pid at once, not its lease."""
     qm.define_queue("Q")

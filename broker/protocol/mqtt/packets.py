@@ -27,6 +27,7 @@ CONNACK_BAD_CREDENTIALS = 4
 CONNACK_NOT_AUTHORIZED = 5
 SUBACK_FAILURE = 0x80  # 3.1.1 only: a 3.1 client knows no such return code
 
+NEVER_EXPIRES = 0xFFFFFFFF  # a Session (or Message) Expiry Interval that never ends (MQTT 5.0)
 MAX_REMAINING_LENGTH = 268_435_455  # four length bytes of seven bits each
 DEFAULT_MAX_PACKET_SIZE = 4 * 1024 * 1024
 

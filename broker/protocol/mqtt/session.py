@@ -91,10 +91,18 @@ class Limits:
     receive_maximum: int = 65535
     topic_alias_maximum: int = 0
     maximum_packet_size: int = 0
+    session_expiry_maximum: int = 0  # seconds a session may outlive its connection (0: no cap)
 
-    def connack(self, assigned: str | None) -> Properties:
-        """The CONNACK's properties (those at their default left out)."""
+    def expiry(self, requested: int) -> int:
+        """The Session Expiry Interval granted for ``requested`` (never, 0xFFFFFFFF, included)."""
+        cap = self.session_expiry_maximum
+        return min(requested, cap) if cap else requested
+
+    def connack(self, assigned: str | None, expiry: int | None = None) -> Properties:
+        """The CONNACK's properties (those at their default left out; ``expiry``: the Session
+        Expiry Interval granted, when it is not the one asked for)."""
         return Properties(
+            session_expiry_interval=expiry,
             assigned_client_identifier=assigned,
             receive_maximum=self.receive_maximum if self.receive_maximum < 65535 else None,
             topic_alias_maximum=self.topic_alias_maximum or None,
@@ -243,6 +251,7 @@ class Session:
         "client_id",
         "connect",
         "expiry",
+        "expiry_changed",
         "max_inflight",
         "phase",
     )
@@ -258,8 +267,10 @@ class Session:
         self.phase = Phase.AWAITING_CONNECT
         self.connect: Connect | None = None
         self.client_id = ""
-        # MQTT 5.0: seconds the session outlives the connection (3.1 and 3.1.1: None)
+        # MQTT 5.0: seconds the session outlives the connection (3.1 and 3.1.1: None), and
+        # whether a DISCONNECT changed it (the stored session is told)
         self.expiry: int | None = None
+        self.expiry_changed = False
         self._limits = limits
         self._assigned = False  # the client identifier was generated: the CONNACK tells it
         # MQTT 5.0 only, made when first needed (most connections never need them): the topic
@@ -325,7 +336,7 @@ class Session:
         if connect.protocol_level == MQTT_5:
             if connect.properties.authentication_method is not None:
                 return self.refused(ReasonCode.BAD_AUTHENTICATION_METHOD)
-            self.expiry = session_expiry(connect)
+            self.expiry = self._limits.expiry(connect.properties.session_expiry_interval or 0)
             self._assigned = not client_id
             acceptable = True
             client_id = client_id or self._new_client_id()
@@ -353,7 +364,9 @@ class Session:
         # 3.1's CONNACK has no session-present flag: its first byte is reserved, sent as 0.
         present = session_present and self.level != MQTT_31
         if self.level == MQTT_5:
-            properties = self._limits.connack(self.client_id if self._assigned else None)
+            asked = session_expiry(self.connect) if self.connect is not None else None
+            granted = self.expiry if self.expiry != asked else None
+            properties = self._limits.connack(self.client_id if self._assigned else None, granted)
             actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED, properties))]
         else:
             actions = [Send(ConnAck(present, CONNACK_ACCEPTED))]
@@ -410,12 +423,11 @@ class Session:
         expiry = packet.properties.session_expiry_interval
         if expiry is not None and self.expiry is not None:
             if expiry and not self.expiry:
-                return self._close(
-                    "DISCONNECT set a Session Expiry Interval after 0",
-                    will=True,
-                    code=ReasonCode.PROTOCOL_ERROR,
-                )
-            self.expiry = expiry
+                reason = "DISCONNECT set a Session Expiry Interval after 0"
+                return self._close(reason, will=True, code=PROTOCOL_ERROR)
+            granted = self._limits.expiry(expiry)
+            self.expiry_changed = granted != self.expiry
+            self.expiry = granted
         will = packet.reason_code == ReasonCode.DISCONNECT_WITH_WILL_MESSAGE
         return self._close(f"DISCONNECT ({packet.reason_code:#04x})" if will else "DISCONNECT", will=will)
 

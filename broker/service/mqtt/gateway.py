@@ -52,7 +52,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -64,8 +64,15 @@ from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState, QueueInfo
 from broker.core.topics import matches, server_topic
 from broker.protocol import psc, pscr, rfh2
-from broker.protocol.mqtt.packets import SUBACK_FAILURE, Connect, Publish
-from broker.protocol.mqtt.session import Outbound, Window
+from broker.protocol.mqtt.codec import encode
+from broker.protocol.mqtt.packets import MQTT_5, SUBACK_FAILURE, Connect, Publish
+from broker.protocol.mqtt.session import (
+    Outbound,
+    Window,
+    ends_with_connection,
+    inflight_limit,
+    session_expiry,
+)
 from broker.protocol.options import RegOpt
 from broker.service.config import Settings, node_name
 from broker.service.effect_writer import EffectWriter, UnitOfWorkQueues
@@ -118,6 +125,7 @@ class Outlet:
     send: Send
     loop: asyncio.AbstractEventLoop
     behind: bool = True
+    max_packet: int = 0  # the largest packet an MQTT 5.0 client takes (0: any)
     _qos: dict[str, int] = field(default_factory=dict)  # by topic, until the grants change
 
     def qos(self, topic: str) -> int:
@@ -128,6 +136,21 @@ class Outlet:
                 self._qos.clear()
             found = self._qos[topic] = _granted_qos(self.granted, topic)
         return found
+
+    def fits(self, publish: Publish, qos: int) -> bool:
+        """Whether ``publish`` sent at ``qos`` is within the client's Maximum Packet Size; one
+        that is not is dropped as if sent [MQTT-3.1.2-25]."""
+        if not self.max_packet:
+            return True
+        sent = replace(publish, qos=qos, packet_id=1 if qos else None)
+        fits = len(encode(sent, MQTT_5))
+        if fits <= self.max_packet:
+            return True
+        log.info(
+            "mqtt delivery over the client's maximum packet size dropped",
+            extra={"client_id": self.client_id, "topic": publish.topic[:256], "size": fits},
+        )
+        return False
 
     def grant(self, granted: list[tuple[str, int]]) -> None:
         self.granted.update(granted)
@@ -184,6 +207,7 @@ class Opening:
     send: Send | None
     loop: asyncio.AbstractEventLoop
     later: Later
+    expiry: int | None = None  # MQTT 5.0's Session Expiry Interval (None: 3.1 or 3.1.1)
 
     @property
     def queue(self) -> str:
@@ -354,7 +378,7 @@ class Batch:
         outlets = self.gateway.outlets
         effects = self.effects
         # As sent: RETAIN=0 (a live delivery); one QoS 0 copy for all the QoS 0 deliveries.
-        plain = Publish(live.topic, live.payload) if live is not None else None
+        plain = Publish(live.topic, live.payload, properties=live.properties) if live is not None else None
         qos = 0 if live is None else live.qos
         for effect in outcome.effects:
             if type(effect) is Deliver:
@@ -378,6 +402,8 @@ class Batch:
         if outlet.behind:
             return False
         qos = qos and min(qos, outlet.qos(plain.topic))
+        if not outlet.fits(plain, qos):
+            return True  # dropped: not queued either
         if qos:
             window = outlet.window
             if not window.room:
@@ -402,13 +428,13 @@ class Batch:
         """``publish`` as sent at QoS ``qos`` (1 or 2) with ``packet_id`` to the session whose
         key is ``key``, RETAIN as given: stored until it is acknowledged."""
         topic, payload, retain = publish.topic, publish.payload, publish.retain
-        message = (packet_id, topic, payload, qos, retain)
+        message = (packet_id, topic, payload, qos, retain, publish.properties)
         sending = self.sending.get(key)
         if sending is None:
             self.sending[key] = [message]
         else:
             sending.append(message)
-        return Publish(topic, payload, qos, retain, False, packet_id)
+        return Publish(topic, payload, qos, retain, False, packet_id, publish.properties)
 
     def undo(self) -> None:
         """The batch failed: its packet ids are free again, and its outlets' queues may hold
@@ -802,10 +828,18 @@ class Gateway:
     # -- jobs ------------------------------------------------------------------------------
 
     def open(
-        self, connect: Connect, client_id: str, user_id: str, address: str, send: Send | None = None
+        self,
+        connect: Connect,
+        client_id: str,
+        user_id: str,
+        address: str,
+        send: Send | None = None,
+        expiry: int | None = None,
     ) -> Job:
         """Open the stored session of ``client_id`` for this connection: a clean session
-        starts empty; a persistent one resumes what it had (its queue outlives it). With
+        starts empty; a persistent one resumes what it had (its queue outlives it), unless it
+        has expired. ``expiry``: an MQTT 5.0 session's Session Expiry Interval as the session
+        rules settled it (by default, as the CONNECT asks). With
         ``send`` (a connection's, called on this loop), deliveries may go straight to it
         once a drain has found its queue empty. The sessions a batch opens are opened
         together (:meth:`_open_all`): a wave of clients connecting is a few statements, not
@@ -814,7 +848,8 @@ class Gateway:
 
         def job(batch: Batch) -> Later:
             later = Later()
-            batch.opening.append(Opening(connect, client_id, user_id, address, send, loop, later))
+            lasting = session_expiry(connect) if expiry is None else expiry
+            batch.opening.append(Opening(connect, client_id, user_id, address, send, loop, later, lasting))
             return later
 
         return job
@@ -835,7 +870,8 @@ class Gateway:
         present: dict[str, sessions.StoredSession] = {}
         for opening in openings:
             stored = found.get(opening.client_id)
-            if stored is not None and not stored.clean and not opening.connect.clean_session:
+            lasting = stored is not None and not stored.clean and not opening.connect.clean_session
+            if lasting and stored is not None and not self._expired(stored, batch.now):
                 present[opening.client_id] = stored
             elif stored is not None:
                 self._discard(batch, stored.client_id, stored.queue)
@@ -849,6 +885,11 @@ class Gateway:
             definition = definitions[opening.queue]
             waiting = definition is not None and uow.depth(opening.queue) > 0
             opening.later.value = self._opened(opening, resumed, waiting)
+
+    def _expired(self, stored: sessions.StoredSession, now: int) -> bool:
+        """Whether a stored session has outlived its expiry (housekeeping has yet to remove
+        it): its client starts a new one, as if it were gone already."""
+        return sessions.expired(stored, now, self.settings.mqtt_session_expiry)
 
     def _held(self, opening: Opening, stored: sessions.StoredSession | None) -> bool:
         """Whether another listener process holds the session ``opening`` opens (its answer
@@ -867,13 +908,17 @@ class Gateway:
             opening.client_id,
             opening.queue,
             opening.user_id,
-            connect.clean_session,
+            ends_with_connection(connect, opening.expiry),
             connect.protocol_level,
             opening.address,
             now if present is None else present.created_at,
             now,
             owner=self.owner,
             will=connect.will,
+            keepalive=connect.keepalive,
+            expiry=opening.expiry,
+            receive_maximum=connect.properties.receive_maximum,
+            topic_alias_maximum=connect.properties.topic_alias_maximum,
         )
 
     def _opened(self, opening: Opening, resumed: _Resumed, waiting: bool) -> Opened:
@@ -891,30 +936,43 @@ class Gateway:
         # the client; a put another process commits meanwhile is announced, and drained then.
         behind = waiting
         if opening.send is not None:
-            window = Window(self.settings.mqtt_max_inflight, [row.packet_id for row in rows])
+            limit = inflight_limit(opening.connect, self.settings.mqtt_max_inflight)
+            window = Window(limit, [row.packet_id for row in rows])
             granted = resumed.granted.get(client_id, {})
             key = sessions.session_key(client_id)
             outlet = Outlet(
                 client_id, key, opening.queue, window, granted, opening.send, opening.loop, behind
             )
+            outlet.max_packet = opening.connect.properties.maximum_packet_size or 0
             self.outlets[opening.queue] = outlet
         if not present:
             return Opened(False, [], [], behind)
         outbound = [
             Outbound(
-                Publish(row.topic, row.payload, row.qos, row.retain, packet_id=row.packet_id), row.released
+                Publish(
+                    row.topic,
+                    row.payload,
+                    row.qos,
+                    row.retain,
+                    packet_id=row.packet_id,
+                    properties=row.properties,
+                ),
+                row.released,
             )
             for row in rows
         ]
         return Opened(True, resumed.awaiting_release[client_id], outbound, behind)
 
-    def offline(self, client_id: str) -> Job:
-        """A persistent session's client has gone: it stays, marked offline."""
+    def offline(self, client_id: str, expiry: int | None = None) -> Job:
+        """A persistent session's client has gone: it stays, marked offline (``expiry``: the
+        Session Expiry Interval an MQTT 5.0 client's DISCONNECT changed it to)."""
 
         def job(batch: Batch) -> None:
             self.outlets.pop(sessions.queue_for(client_id), None)
             self.inflight.pop(sessions.session_key(client_id), None)
             batch.offline.append(client_id)
+            if expiry is not None:
+                sessions.set_expiry(batch.uow.connection, client_id, expiry)
 
         return job
 
@@ -991,13 +1049,13 @@ class Gateway:
         sessions.delete_sessions(batch.uow.connection, client_ids)
         batch.uow.delete_queues(queues)
 
-    def expire(self, before: int) -> Job:
-        """Discard the sessions offline since before the epoch ms ``before`` (session expiry),
-        queues included; returns them."""
+    def expire(self, now: int) -> Job:
+        """Discard the offline sessions expired by the epoch ms ``now`` (their own Session
+        Expiry Interval, else ``mqtt_session_expiry``), queues included; returns them."""
 
         def job(batch: Batch) -> list[sessions.StoredSession]:
             batch.write()
-            expired = sessions.offline_sessions(batch.uow.connection, before=before)
+            expired = sessions.expired_sessions(batch.uow.connection, now, self.settings.mqtt_session_expiry)
             for stored in expired:
                 self._discard(batch, stored.client_id, stored.queue, delete=True)
             return expired
@@ -1037,6 +1095,17 @@ class Gateway:
                     sessions.count_dropped(uow.connection, stored.client_id, dropped)
                     trimmed.append((stored.client_id, dropped))
             return trimmed
+
+        return job
+
+    def traffic(self, counts: dict[str, tuple[int, int]]) -> Job:
+        """Write the bytes in and out of each client's connection (by client id) to the
+        sessions this member holds, in a batch as its other session writes (no lock taken
+        in another order than theirs)."""
+
+        def job(batch: Batch) -> None:
+            batch.write()
+            sessions.record_traffic(batch.uow.connection, self.owner, counts)
 
         return job
 
@@ -1095,17 +1164,27 @@ class Gateway:
     def subscribe(
         self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
     ) -> Job:
-        """Register each filter; returns (return code, reason) of each: the QoS granted and 0,
-        or 0x80 and why it was refused (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The
-        retained publications sent for them are queued, and sent at the QoS granted."""
+        """Register each filter (with its QoS, or MQTT 5.0's Subscription Options byte); returns
+        (return code, reason) of each: the QoS granted and 0, or 0x80 and why it was refused
+        (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The retained publications sent for them
+        are queued, and sent at the QoS granted; none with Retain Handling 2, nor with 1 for a
+        filter the session had already (registered NewPubsOnly, as an MQRFH2 application would)."""
 
         key = sessions.session_key(client_id)
 
         def job(batch: Batch) -> Subscribed:
             answers: list[tuple[int, int]] = []
             granted: list[tuple[str, int]] = []
-            for text, qos in topics:
-                typed = translation.typed_registration((text,), queue_name, user_id)
+            outlet = self.outlets.get(queue_name)
+            for text, options in topics:
+                qos, handling = options & 0b11, options >> 4 & 0b11
+                known = handling == 1 and outlet is not None and text in outlet.granted
+                typed = translation.typed_registration(
+                    (text,),
+                    queue_name,
+                    user_id,
+                    options=translation.subscription_options(handling == 2 or known),
+                )
                 outcome = batch.route_typed(typed, self.control)
                 if outcome.completion == pscr.ERROR or outcome.refused_topics:
                     answers.append((SUBACK_FAILURE, outcome.reason))
@@ -1115,7 +1194,7 @@ class Gateway:
             if refused := sum(1 for code, _ in answers if code == SUBACK_FAILURE):
                 batch.refused[client_id] += refused
             batch.grants.update({(key, sessions.filter_key(text)): (text, qos) for text, qos in granted})
-            if (outlet := self.outlets.get(queue_name)) is not None:
+            if outlet is not None:
                 outlet.grant(granted)
             return Subscribed(answers, queue_name in batch.queued)
 
@@ -1209,7 +1288,7 @@ class Gateway:
             def number(publish: Publish, qos: int) -> Publish:
                 return batch.outbound(outlet.key, batch.number(outlet.window), publish, qos)
 
-            taken, publishes = self._take(batch, queue_name, count, outlet.qos, number)
+            taken, publishes = self._take(batch, queue_name, count, outlet.qos, number, fits=outlet.fits)
             if taken < count:
                 outlet.behind = False
             if publishes:
@@ -1226,9 +1305,12 @@ class Gateway:
         granted: Callable[[str], int],
         number: Callable[[Publish, int], Publish],
         origin: str = "",
+        *,
+        fits: Callable[[Publish, int], bool] | None = None,
     ) -> tuple[int, list[Publish]]:
         """Take up to ``count`` messages off ``queue_name``: how many there were, and the
-        publications to send (QoS 1/2 ones numbered and stored by ``number``)."""
+        publications to send (QoS 1/2 ones numbered and stored by ``number``; none that
+        ``fits`` says the client cannot take)."""
         taken = batch.uow.get_batch(queue_name, count)
         out: list[Publish] = []
         for message in taken:
@@ -1240,9 +1322,9 @@ class Gateway:
             if origin and translation.origin(message) == origin:
                 continue
             qos = min(publish.qos, granted(publish.topic))
-            out.append(
-                number(publish, qos) if qos else Publish(publish.topic, publish.payload, 0, publish.retain)
-            )
+            if fits is not None and not fits(publish, qos):
+                continue
+            out.append(number(publish, qos) if qos else replace(publish, qos=0))
         return len(taken), out
 
 

@@ -4,7 +4,10 @@ A fleet of devices that vanish would otherwise keep their persistent sessions, t
 subscriptions and everything published for them forever. Two limits, both off by default:
 
 - ``mqtt_session_expiry`` seconds: a session offline longer than that is removed, with its
-  broker subscriptions, its rows and its queue (logged, counted).
+  broker subscriptions, its rows and its queue (logged, counted). An MQTT 5.0 session goes
+  after its own Session Expiry Interval instead, which the setting caps; a client coming back
+  to one that has expired but is not removed yet finds it gone all the same (the gateway
+  checks at CONNECT).
 - ``mqtt_max_queued`` messages: an offline session's queue holding more loses its oldest
   (a device coming back wants the newest state); the number dropped is counted per
   session (``broker mqtt sessions``, the admin API) and in Prometheus.
@@ -22,7 +25,10 @@ made through the admin API or the CLI, perhaps in another process) are read ever
 did not send DISCONNECT, so its will is published, as after a takeover. Each listener process
 keeps its membership of the MQTT cluster (``broker.service.mqtt.membership``: its heartbeat,
 and the release of the sessions of members found dead). On PostgreSQL the tables every
-routing batch churns are vacuumed every :data:`VACUUM_PERIOD` seconds.
+routing batch churns are vacuumed every :data:`VACUUM_PERIOD` seconds. The bytes each
+connection has read and written, counted in memory as they go, reach its session's row every
+:data:`TRAFFIC_PERIOD` seconds (:class:`Traffic`), for the console and ``broker mqtt sessions``:
+a statement per thousand connections whose counts changed, none per packet.
 
 Each is a step that :func:`chores` hands to ``broker.service.supervision.every``: a failed
 step (the database restarting, say) is reported once and tried again until it works.
@@ -34,7 +40,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from broker.service.mqtt.host import Host
+from broker.protocol.mqtt.session import Phase
+from broker.protocol.mqtt.v5.reasons import ReasonCode
+from broker.service.mqtt.host import Client, Host
 from broker.store import mqtt as sessions
 from broker.store import mqtt_requests, nodes
 from broker.store.mqtt_requests import DELETE, Request
@@ -47,14 +55,15 @@ MIN_PERIOD = 0.5
 QUEUED_PERIOD = 5.0  # the queued-message limit: two statements per pass, whatever the fleet
 REQUEST_PERIOD = 0.1  # operators' requests and takeovers: one read of an (almost always) empty table
 VACUUM_PERIOD = 1.0  # PostgreSQL: the tables every batch churns (broker.store.mqtt.vacuum)
+TRAFFIC_PERIOD = 5.0  # each connection's bytes in and out, written to its session's row
+TRAFFIC_ROWS = 1000  # sessions a batch writes them for: a big fleet's never hold up one batch long
 
 
-def period(expiry: int, max_queued: int) -> float | None:
-    """Seconds between passes (None: nothing to keep): a quarter of the expiry (a session
-    outlives it by a quarter at most) but at most a minute, and at most ``QUEUED_PERIOD``
-    with a queued-message limit (a queue exceeds it by five seconds' worth at most)."""
-    if not expiry and not max_queued:
-        return None
+def period(expiry: int, max_queued: int) -> float:
+    """Seconds between passes: a quarter of the expiry (a session outlives it by a quarter at
+    most) but at most a minute (MQTT 5.0 sessions expire by their own interval whatever the
+    setting), and at most ``QUEUED_PERIOD`` with a queued-message limit (a queue exceeds it by
+    five seconds' worth at most)."""
     quarter = min(MAX_PERIOD, max(MIN_PERIOD, expiry / 4)) if expiry else MAX_PERIOD
     return min(quarter, QUEUED_PERIOD) if max_queued else quarter
 
@@ -69,13 +78,13 @@ def chores(listener: Host) -> list[tuple[str, float, Step]]:
     found: list[tuple[str, float, Step]] = [
         ("mqtt-requests", REQUEST_PERIOD, lambda: honour_requests(listener)),
         ("mqtt-membership", membership.period, membership.step),
+        ("mqtt-traffic", TRAFFIC_PERIOD, Traffic(listener).step),
     ]
     if not listener.primary:
         return found
     settings = listener.settings
     every = period(settings.mqtt_session_expiry, settings.mqtt_max_queued)
-    if every is not None:
-        found.append(("mqtt-session-limits", every, lambda: one_pass(listener)))
+    found.append(("mqtt-session-limits", every, lambda: one_pass(listener)))
     if listener.qm.engine.dialect.name == "postgresql":
         found.append(("mqtt-vacuum", VACUUM_PERIOD, lambda: vacuum(listener)))
     return found
@@ -88,18 +97,16 @@ async def one_pass(listener: Host) -> None:
     settings, gateway, metrics = listener.settings, listener.gateway, listener.metrics
     if not await asyncio.to_thread(_leased, listener):
         return
-    if settings.mqtt_session_expiry:
-        before = now_ms() - settings.mqtt_session_expiry * 1000
-        for stored in await gateway.submit(gateway.expire(before)):
-            metrics.mqtt.expired.inc()
-            log.info(
-                "mqtt session expired",
-                extra={
-                    "client_id": stored.client_id,
-                    "user": stored.user_id,
-                    "offline_since": stored.offline_since,
-                },
-            )
+    for stored in await gateway.submit(gateway.expire(now_ms())):
+        metrics.mqtt.expired.inc()
+        log.info(
+            "mqtt session expired",
+            extra={
+                "client_id": stored.client_id,
+                "user": stored.user_id,
+                "offline_since": stored.offline_since,
+            },
+        )
     if settings.mqtt_max_queued:
         for client_id, dropped in await gateway.submit(gateway.trim(settings.mqtt_max_queued)):
             metrics.mqtt.dropped.inc(dropped)
@@ -119,6 +126,45 @@ async def vacuum(listener: Host) -> None:
     rows' space is used again at once, not after autovacuum's next look, so the tables stay a
     few pages and their writes stay in the server's memory (``broker.store.mqtt.vacuum``)."""
     await asyncio.to_thread(sessions.vacuum, listener.qm.engine)
+
+
+Counts = tuple[int, int]  # bytes in, bytes out
+
+
+class Traffic:
+    """Writes the bytes each open session's connection has read and written to the session's
+    row: those whose counts changed since the last write, and once more those of connections
+    gone since (so a client that came and went between two writes is counted too; a clean
+    session's row is gone with it, and nothing is written for it), :data:`TRAFFIC_ROWS` a
+    gateway batch. A write that fails is made again with the next."""
+
+    def __init__(self, listener: Host) -> None:
+        self.listener = listener
+        self._written: dict[Client, Counts] = {}  # the open connections' counts last written
+        self._gone: dict[str, Counts] = {}  # by client id: the last counts of those gone, unwritten
+
+    async def step(self) -> None:
+        listener = self.listener
+        for client_id, client in listener.take_departed().items():
+            counts = (client.bytes_in, client.bytes_out)
+            if self._written.pop(client, None) != counts:
+                self._gone[client_id] = counts
+        current = {
+            client: (client.bytes_in, client.bytes_out)
+            for client in listener.clients.values()
+            if client.session.phase is Phase.OPEN
+        }
+        changed = dict(self._gone)  # a client connected again: its new connection's counts win
+        changed.update(
+            (client.session.client_id, counts)
+            for client, counts in current.items()
+            if self._written.get(client) != counts
+        )
+        gateway, rows = listener.gateway, list(changed.items())
+        for start in range(0, len(rows), TRAFFIC_ROWS):
+            await gateway.submit(gateway.traffic(dict(rows[start : start + TRAFFIC_ROWS])), lazy=True)
+        self._gone = {}
+        self._written = current
 
 
 async def honour_requests(listener: Host) -> None:
@@ -143,7 +189,9 @@ async def _honour(listener: Host, request: Request) -> None:
             "mqtt client disconnected by an operator",
             extra={"client_id": request.client_id, "reason": request.reason},
         )
-        lost = connection.session.connection_lost(f"disconnected by an operator: {request.reason}")
+        lost = connection.session.connection_lost(
+            f"disconnected by an operator: {request.reason}", ReasonCode.ADMINISTRATIVE_ACTION
+        )
         connection.perform(lost)
         await connection.closed()
     if request.action != DELETE or request.client_id in listener.clients:  # connected again meanwhile

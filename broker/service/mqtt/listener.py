@@ -41,6 +41,7 @@ from broker.protocol.mqtt.session import (
     Close,
     Delivered,
     Deregister,
+    Limits,
     Open,
     Received,
     Register,
@@ -49,10 +50,11 @@ from broker.protocol.mqtt.session import (
     Send,
     Session,
 )
+from broker.protocol.mqtt.v5.reasons import ReasonCode
 from broker.service.config import Settings
 from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
-from broker.service.mqtt import bridging, housekeeping, systopics, takeover
+from broker.service.mqtt import bridging, housekeeping, systopics, takeover, translation
 from broker.service.mqtt.admission import Admission
 from broker.service.mqtt.bridging import Bridge
 from broker.service.mqtt.deadlines import Deadlines
@@ -131,6 +133,8 @@ class Connection:
         "_steps",
         "_waiters",
         "address",
+        "bytes_in",
+        "bytes_out",
         "closing",
         "decoder",
         "done",
@@ -148,12 +152,15 @@ class Connection:
         self.stream = stream
         self.address = stream.address
         self.since = now_ms()
+        self.bytes_in = 0  # read from the client: its session's row has them every few seconds
+        self.bytes_out = 0  # written to it (``housekeeping.Traffic``)
         self.session = Session(
             time.monotonic(),
             new_client_id=generated_client_id,
             connect_timeout=listener.settings.mqtt_connect_timeout,
+            limits=listener.limits,
         )
-        self.decoder = Decoder(listener.settings.mqtt_max_packet_size)
+        self.decoder = Decoder(listener.settings.mqtt_max_packet_size, accept_mqtt5=True)
         self.user_id = ""
         self.queue = ""
         self.closing = False
@@ -175,7 +182,8 @@ class Connection:
 
     @property
     def clean(self) -> bool:
-        return self.session.connect is not None and self.session.connect.clean_session
+        """Whether the stored session ends with this connection."""
+        return self.session.ends_with_connection
 
     # -- input (the transport's callbacks) -------------------------------------------------
 
@@ -193,6 +201,7 @@ class Connection:
 
     def _feed(self, data: bytes) -> None:
         self.listener.count_bytes("in", len(data))
+        self.bytes_in += len(data)
         try:
             packets = self.decoder.feed(data)
         except UnacceptableProtocol as exc:
@@ -202,7 +211,7 @@ class Connection:
             # The packets of the same read before the malformed one count, whatever TCP's split.
             self._handle(exc.packets)
             self.listener.refused("malformed")
-            self.perform(self.session.connection_lost(f"protocol error: {exc.reason}"))
+            self.perform(self.session.connection_lost(f"protocol error: {exc.reason}", exc.reason_code))
             return
         self._handle(packets)
         self.listener.intake.check(self, self._held)
@@ -349,7 +358,7 @@ class Connection:
             for publish, reason in zip(publishes, refusals, strict=True):
                 if reason:
                     self._refused("publish", reason, publish.topic)
-                actions += self.session.routed(publish)
+                actions += self.session.routed(publish, translation.reason_code(reason))
             return actions
 
         self._step(future, then, len(publishes), sum(len(p.payload) for p in publishes))
@@ -365,7 +374,11 @@ class Connection:
                     self._refused("subscribe", reason, text)
             if subscribed.queued:
                 self.wake()  # retained publications for the new subscriptions
-            return self.session.subscribed(packet.packet_id, [code for code, _ in subscribed.answers])
+            codes = [
+                translation.suback_code(code, reason, self.session.level)
+                for code, reason in subscribed.answers
+            ]
+            return self.session.subscribed(packet.packet_id, codes)
 
         self._step(future, then, 1)
 
@@ -392,7 +405,7 @@ class Connection:
         gateway = self.listener.gateway
         future = self._submit(gateway.unsubscribe(self.client_id, self.queue, self.user_id, packet.topics))
 
-        self._step(future, lambda _: self.session.unsubscribed(packet.packet_id), 1)
+        self._step(future, lambda _: self.session.unsubscribed(packet.packet_id, len(packet.topics)), 1)
 
     async def _answer(self) -> None:
         """Take the steps in order: send, close, or hand their answers back to the session.
@@ -431,9 +444,11 @@ class Connection:
         """Write ``packets`` in one write."""
         if not packets or self.stream.is_closing():
             return
-        data = b"".join([encode(packet) for packet in packets])
+        level = self.session.level
+        data = b"".join([encode(packet, level) for packet in packets])
         self.listener.count_packets("out", packets)
         self.listener.count_bytes("out", len(data))
+        self.bytes_out += len(data)
         self.stream.write(data)
 
     def _will(self) -> Any:
@@ -501,7 +516,8 @@ class Connection:
         await self.listener.take_over(action.client_id, self)
         self.queue = sessions.queue_for(action.client_id)
         gateway = self.listener.gateway
-        job = gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver)
+        expiry = self.session.expiry
+        job = gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver, expiry)
         opened: Opened = await takeover.opened(self.listener, action.client_id, job)
         self.listener.attach(self)
         if opened.behind:
@@ -557,7 +573,12 @@ class Connection:
             publish = Publish(will.topic, will.payload, will.qos, will.retain)
             steps.append(lambda: self._publish_will(publish))
         if self.queue and listener.owns(self):
-            job = gateway.close(self.client_id, self.queue) if self.clean else gateway.offline(self.client_id)
+            if self.clean:
+                job = gateway.close(self.client_id, self.queue)
+            else:
+                job = gateway.offline(
+                    self.client_id, self.session.expiry if self.session.expiry_changed else None
+                )
             steps.append(lambda: gateway.submit(job, lazy=not self.clean))
         return steps
 
@@ -683,6 +704,14 @@ class MqttListener:
         self.endpoints = list(endpoints)
         self.metrics = metrics
         self.gateway = Gateway(qm, settings, metrics)
+        # What MQTT 5.0 clients are told and held to (receive maximum: the unrouted packets a
+        # connection may have before it is no longer read).
+        self.limits = Limits(
+            receive_maximum=min(settings.mqtt_max_unrouted, 65535),
+            topic_alias_maximum=settings.mqtt_topic_alias_maximum,
+            maximum_packet_size=settings.mqtt_max_packet_size,
+            session_expiry_maximum=settings.mqtt_session_expiry,
+        )
         self.admission = Admission(settings.mqtt_max_connect_rate, settings.mqtt_max_half_open)
         self.intake = Intake(
             settings.mqtt_max_unrouted,
@@ -694,6 +723,9 @@ class MqttListener:
         self.connections: set[Connection] = set()
         self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
+        # Connections whose session was attached and has gone, by client id, until the traffic
+        # chore takes them to write their last byte counts (``housekeeping.Traffic``).
+        self._departed: dict[str, Connection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._stopping_since: float | None = None  # time.monotonic()
@@ -751,7 +783,10 @@ class MqttListener:
             await asyncio.gather(*chores, return_exceptions=True)
             ending = list(self.connections)
             for connection in ending:
-                connection.perform(connection.session.connection_lost("broker shutting down"))
+                lost = connection.session.connection_lost(
+                    "broker shutting down", ReasonCode.SERVER_SHUTTING_DOWN
+                )
+                connection.perform(lost)
             await asyncio.gather(*(c.closed() for c in ending))
             self.stopped.set()
             watcher.join(timeout=5)
@@ -813,7 +848,9 @@ class MqttListener:
         current = self.clients.get(client_id)
         if current is not None and current is not connection:
             log.info("mqtt session taken over", extra={"client_id": client_id, "address": connection.address})
-            current.perform(current.session.connection_lost("session taken over"))
+            current.perform(
+                current.session.connection_lost("session taken over", ReasonCode.SESSION_TAKEN_OVER)
+            )
             await current.closed()
         self.clients[client_id] = connection
 
@@ -839,8 +876,14 @@ class MqttListener:
     def detach(self, connection: Connection) -> None:
         if self._by_queue.get(connection.queue) is connection:
             del self._by_queue[connection.queue]
+            self._departed[connection.client_id] = connection  # its last bytes are yet to be written
         if self.owns(connection):
             del self.clients[connection.client_id]
+
+    def take_departed(self) -> dict[str, Connection]:
+        """The connections whose session has gone since the last call, by client id."""
+        taken, self._departed = self._departed, {}
+        return taken
 
     # -- deliveries ------------------------------------------------------------------------
 

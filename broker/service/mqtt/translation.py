@@ -23,17 +23,20 @@ from typing import NamedTuple
 
 from broker.protocol import psc, rfh2
 from broker.protocol.messages import command_message, decode_publication
-from broker.protocol.mqtt.packets import Publish
+from broker.protocol.mqtt import folders
+from broker.protocol.mqtt.packets import MQTT_5, SUBACK_FAILURE, Properties, Publish
+from broker.protocol.mqtt.v5.reasons import ReasonCode
 from broker.protocol.options import PubOpt, RegOpt
 from queues import Message
 from queues.ids import mq_date_time, now_ms, unique_id
-from queues.message import MQFMT_NONE, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, derive
+from queues.message import MQFMT_NONE, MQFMT_STRING, MQPER_NOT_PERSISTENT, MQPER_PERSISTENT, derive
+from queues.reasons import Reason
 
-QOS_FOLDER = "mqtt"
+QOS_FOLDER = folders.QOS_FOLDER
 CACHED_BODY = 64 * 1024
 TEMPLATES = 4096  # topics whose publication template is kept
 _QOS = re.compile(r"<qos>([0-2])</qos>")
-_ORIGIN = re.compile(rb"<mqtt><qos>[0-2]</qos><origin>([A-Za-z0-9._-]+)</origin></mqtt>")
+_ORIGIN = re.compile(rb"<mqtt><qos>[0-2]</qos><origin>([A-Za-z0-9._-]+)</origin>")
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
 # A session's subscriptions go when it does, whoever registered them: the broker's own act.
 DISCARD_OPTIONS = RegOpt.DeregAll | RegOpt.VariableUserId
@@ -56,9 +59,13 @@ def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
 def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tuple[Message, rfh2.RFH2Body]:
     """:func:`publication`, with its MQRFH2 as decoded (for the engine, which need not decode
     what was just encoded). Built from the topic's template: its headers are the same for
-    every publication on the topic at one QoS, so they are rendered and encoded once."""
+    every publication on the topic at one QoS, so they are rendered and encoded once. An MQTT
+    5.0 publication's properties travel in its folders and its MQMD Expiry
+    (``broker.protocol.mqtt.folders``); one with folder-borne properties has headers of its own."""
     retain = bool(publish.retain and publish.payload)
-    template, headers = _template(publish.topic, publish.qos, retain, origin)
+    properties = publish.properties
+    build = _headers if folders.carries(properties) else _template
+    template, headers = build(publish.topic, publish.qos, retain, origin, properties)
     date, time = mq_date_time(now_ms())
     message = derive(
         template,
@@ -71,20 +78,31 @@ def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tup
     return message, rfh2.RFH2Body(headers.headers, publish.payload)
 
 
-@lru_cache(maxsize=TEMPLATES)
-def _template(topic: str, qos: int, retain: bool, origin: str) -> tuple[Message, rfh2.RFH2Body]:
+def _headers(
+    topic: str, qos: int, retain: bool, origin: str, properties: Properties
+) -> tuple[Message, rfh2.RFH2Body]:
     """The Publish command of a publication on ``topic`` with an empty payload (the MQRFH2's
     headers come first, the payload is what follows them), and its headers as decoded."""
     marked = f"<origin>{origin}</origin>" if origin else ""
     command = psc.Publish((topic,), options=PubOpt.RetainPub if retain else psc.NO_PUB_OPTIONS)
+    carried = folders.mqtt_elements(properties)
+    user = folders.user_folder(properties)
     message = command_message(
         command,
-        payload_format=MQFMT_NONE,
-        folders=(f"<{QOS_FOLDER}><qos>{qos}</qos>{marked}</{QOS_FOLDER}>",),
+        payload_format=MQFMT_STRING if properties.payload_format_indicator else MQFMT_NONE,
+        folders=(
+            f"<{QOS_FOLDER}><qos>{qos}</qos>{marked}{carried}</{QOS_FOLDER}>",
+            *([user] if user else []),
+        ),
         request=False,
         persistence=MQPER_PERSISTENT if qos else MQPER_NOT_PERSISTENT,
+        expiry=folders.expiry(properties),
     )
     return message, rfh2.decode(message.body, message.encoding, message.format)
+
+
+# Publications without folder-borne properties (at most a Message Expiry Interval) share them.
+_template = lru_cache(maxsize=TEMPLATES)(_headers)
 
 
 def retained_deletion(topic: str, user_id: str) -> Message:
@@ -121,6 +139,11 @@ def typed_registration(
     return Typed(message, rfh2.RFH2Body((header,), b""), replace(command, folder=folder))
 
 
+def subscription_options(new_only: bool) -> RegOpt:
+    """A SUBSCRIBE's RegSub options: NewPubsOnly where no retained publication is to be sent."""
+    return SUBSCRIPTION_OPTIONS | RegOpt.NewPubsOnly if new_only else SUBSCRIPTION_OPTIONS
+
+
 def discard(queue: str, admin: str) -> Typed:
     """The DeregSub that removes every subscription of a session's queue."""
     return typed_registration((), queue, admin, remove=True, options=DISCARD_OPTIONS)
@@ -134,12 +157,13 @@ def origin(message: Message) -> str:
 
 def delivery(message: Message) -> Publish:
     """A publication from a session queue as the PUBLISH to send (QoS as published, RETAIN
-    from IsRetainedPub; the listener lowers the QoS to the one granted and numbers it)."""
+    from IsRetainedPub, the properties its folders and MQMD carry; the listener lowers the QoS
+    to the one granted and numbers it)."""
     decode = _decoded if len(message.body) <= CACHED_BODY else _decode
-    return decode(message.body, message.encoding, message.format, message.persistence)
+    return decode(message.body, message.encoding, message.format, message.persistence, message.expiry)
 
 
-def _decode(body: bytes, encoding: int, format: str, persistence: int) -> Publish:
+def _decode(body: bytes, encoding: int, format: str, persistence: int, expiry: int) -> Publish:
     received = decode_publication(
         Message(body=body, encoding=encoding, format=format, persistence=persistence)
     )
@@ -147,8 +171,35 @@ def _decode(body: bytes, encoding: int, format: str, persistence: int) -> Publis
     for folder in received.folders:
         if folder.startswith(f"<{QOS_FOLDER}>") and (found := _QOS.search(folder)):
             qos = int(found.group(1))
-    return Publish(received.topic, received.body, qos=qos, retain=received.retained)
+    text = received.payload_format == MQFMT_STRING
+    properties = folders.properties(received.folders, text, expiry)
+    return Publish(received.topic, received.body, qos=qos, retain=received.retained, properties=properties)
 
 
 # A publication's subscribers get copies with one body: small ones are decoded once.
 _decoded = lru_cache(maxsize=256)(_decode)
+
+
+# Why the broker refused a publication or a subscription (an MQ reason), as MQTT 5.0 says it.
+REASON_CODES: dict[int, ReasonCode] = {
+    Reason.MQRCCF_NOT_AUTHORIZED: ReasonCode.NOT_AUTHORIZED,  # the ACL's refusal
+    Reason.MQRC_NOT_AUTHORIZED: ReasonCode.NOT_AUTHORIZED,  # a client's $ topic
+}
+
+
+def reason_code(reason: int, topic_error: ReasonCode = ReasonCode.TOPIC_NAME_INVALID) -> int:
+    """The MQTT 5.0 reason code for an MQ ``reason`` (0: none): a topic MQ cannot take is
+    ``topic_error``, anything else the broker's own Implementation specific error."""
+    if not reason:
+        return ReasonCode.SUCCESS
+    if reason == Reason.MQRCCF_TOPIC_ERROR:
+        return topic_error
+    return REASON_CODES.get(reason, ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR)
+
+
+def suback_code(code: int, reason: int, level: int) -> int:
+    """A SUBACK's code for one filter: the QoS granted, or the failure, which an MQTT 5.0
+    client is told the reason for."""
+    if code != SUBACK_FAILURE or level != MQTT_5:
+        return code
+    return reason_code(reason, ReasonCode.TOPIC_FILTER_INVALID) or ReasonCode.UNSPECIFIED_ERROR

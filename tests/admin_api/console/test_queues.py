@@ -1,12 +1,17 @@
-"""Queues in the console: paged list, browse with the MQRFH2 decoded, define, alter, purge and
-delete through the API's handlers (both dialects)."""
+"""Queues in the console: the paged and sorted list with descriptions, depth history and open
+handles, browse with the MQRFH2 decoded, define and alter with every attribute, purge and delete
+through the API's handlers (both dialects)."""
 
 from __future__ import annotations
 
 import re
 import time
 
+from broker.admin import accounts
+from broker.store import mqtt
 from queues import DEAD_LETTER_QUEUE, Message
+from queues.opens import QueueOpen
+from queues.owners import owner_name
 from queues.reasons import Reason
 from tests.admin_api.console.conftest import Console
 from tests.admin_api.test_queues import dead_letter
@@ -18,11 +23,78 @@ def test_the_list_pages_by_name_and_filters_by_pattern(console: Console) -> None
         console.api.qm.define_queue(f"APP.{n:03}")
     first = console.get("/console/queues?pattern=APP.*").text
     assert "APP.000" in first and "APP.049" in first and "APP.050" not in first
-    assert 'href="/console/queues?pattern=APP.%2A&amp;after=APP.049"' in first
+    assert 'href="/console/queues?pattern=APP.%2A&amp;after=APP.049&amp;sort=name"' in first
     second = console.get("/console/queues?pattern=APP.*&after=APP.049").text
     assert "APP.050" in second and "APP.059" in second and "APP.049<" not in second
     assert "SYSTEM.DEAD.LETTER.QUEUE" not in second
     assert "No queue matches" in console.get("/console/queues?pattern=NONE.*").text
+    backwards = console.get("/console/queues?pattern=APP.*&sort=-name").text
+    assert names(backwards)[:2] == ["APP.059", "APP.058"] and "APP.009" not in backwards
+    assert 'href="/console/queues?pattern=APP.%2A&amp;after=APP.010&amp;sort=-name"' in backwards
+    assert names(console.get("/console/queues?pattern=APP.*&sort=-name&after=APP.010").text) == [
+        f"APP.{n:03}" for n in range(9, -1, -1)
+    ]
+
+
+def names(html: str) -> list[str]:
+    return re.findall(r'<tr data-queue="([^"]+)">', html)
+
+
+def test_depth_and_rates_sort_the_page_shown_and_a_bad_sort_is_refused(console: Console) -> None:
+    qm = console.api.qm
+    for name, depth in (("APP.A", 2), ("APP.B", 0), ("APP.C", 5)):
+        qm.define_queue(name)
+        qm.put_many([(name, Message(body=b"x")) for _ in range(depth)])
+    deepest = console.get("/console/queues?pattern=APP.*&sort=-depth").text
+    assert names(deepest) == ["APP.C", "APP.A", "APP.B"]
+    assert '<th aria-sort="descending"' in deepest and "Sorted within this page" in deepest
+    assert 'hx-get="/console/queues?pattern=APP.%2A&amp;after=&amp;sort=-depth&amp;live=1"' in deepest
+    assert names(console.get("/console/queues?pattern=APP.*&sort=depth").text) == ["APP.B", "APP.A", "APP.C"]
+    first = console.get("/console/queues?pattern=APP.*&sort=-put").text  # one sample: no rates yet
+    assert names(first) == ["APP.A", "APP.B", "APP.C"]
+    qm.put_many([("APP.B", Message(body=b"x")) for _ in range(9)])
+    time.sleep(1.1)
+    assert names(console.get("/console/queues?pattern=APP.*&sort=-put").text)[0] == "APP.B"
+    refused = console.get("/console/queues?sort=size")
+    assert refused.status_code == 400 and "Not a console address" in refused.text
+
+
+def test_the_list_shows_descriptions_depth_history_and_who_holds_a_queue_open(console: Console) -> None:
+    qm = console.api.qm
+    qm.define_queue("APP.IN", description="orders from the shop")
+    client = mqtt.queue_for("sensor-1")
+    qm.define_queue(client)
+    with qm.unit_of_work() as uow:
+        session = mqtt.StoredSession("sensor-1", client, "alice", False, 4, "10.0.0.5:4711", 1, 1)
+        mqtt.save_session(uow.connection, session)
+    router = owner_name("router")
+    qm.open_queues(router, [QueueOpen("APP.IN", "broker QM1 routes from it", reads=True)])
+    console.get("/console/queues?pattern=APP.*")
+    qm.put_many([("APP.IN", Message(body=b"x")) for _ in range(3)])
+    time.sleep(1.1)
+    html = console.get("/console/queues").text
+    row = re.search(r'<tr data-queue="APP.IN">.*?</tr>', html, re.S)
+    assert row is not None
+    assert '<td class="description">orders from the shop</td>' in row.group(0)
+    assert "<title>depth over the last minute: now 3, lowest 0, highest 3</title>" in row.group(0)
+    assert re.search(r'<polyline points="[0-9.]+,17.0 80.0,1.0"/>', row.group(0))  # from the floor to the top
+    assert re.search(r'title="broker QM1 routes from it \(router:[^"]+\) \(input\)">1</td>', row.group(0))
+    assert (
+        'disabled title="MQRC_OBJECT_IN_USE (2042): queue APP.IN is in use: broker QM1 routes' in row.group(0)
+    )
+    assert 'href="/console/queues/APP.IN/delete"' not in row.group(0)
+    mqtt_row = re.search(rf'<tr data-queue="{client}">.*?</tr>', html, re.S)
+    assert (
+        mqtt_row is not None and 'title="MQTT client sensor-1, connected (input)">1</td>' in mqtt_row.group(0)
+    )
+    assert f'href="/console/queues/{client}/delete"' in mqtt_row.group(0)  # the API would delete it
+    page = console.get("/console/queues/APP.IN").text
+    assert '<dd id="handles">1 input, 0 output' in page and "<li>broker QM1 routes from it (router:" in page
+    assert (
+        "Delete is refused while the queue is open: MQRC_OBJECT_IN_USE (2042): queue APP.IN is in use" in page
+    )
+    qm.close_queues(router)
+    assert 'href="/console/queues/APP.IN/delete"' in console.get("/console/queues/APP.IN").text
 
 
 def test_browse_shows_the_psc_command_its_topics_and_the_body(console: Console) -> None:
@@ -68,19 +140,86 @@ def test_a_dead_letter_shows_its_mqdlh_decoded_and_the_message_it_carries(consol
     assert '<pre class="body">lost score</pre>' in html  # the original data, not the header
 
 
-def test_define_alter_purge_and_delete(console: Console) -> None:
+EVERY = {
+    "description": "orders",
+    "max_depth": "7",
+    "max_msg_length": "1000",
+    "backout_threshold": "3",
+    "backout_requeue_q": "APP.BACKOUT",
+    "def_priority": "5",
+    "def_persistence": "1",
+    "put_enabled": "0",
+    "get_enabled": "1",
+    "usage": "xmitq",
+    "definition_type": "permdyn",
+    "index_type": "correlid",
+}
+
+
+def test_define_and_alter_every_attribute_the_cli_sets(console: Console) -> None:
     qm = console.api.qm
-    defined = console.post("/console/queues", name="APP.Q", max_depth="7", description="orders")
+    page = console.get("/console/queues").text
+    for label in (
+        "Maximum message length, bytes (MAXMSGL)",
+        "Backout requeue queue (BOQNAME)",
+        "Index type (INDXTYPE)",
+    ):
+        assert label in page
+    assert '<option value="">default (normal)</option>' in page and 'placeholder="5000"' in page
+    defined = console.post("/console/queues", name="APP.Q", **EVERY)
     assert "Queue APP.Q defined" in defined.text
-    assert (qm.inquire_queue("APP.Q").max_depth, qm.inquire_queue("APP.Q").description) == (7, "orders")
-    flags = {"put_enabled_shown": "1", "get_enabled_shown": "1", "get_enabled": "on"}  # put unticked
-    altered = console.post("/console/queues/APP.Q/alter", max_depth="9", **flags)
-    assert "Queue APP.Q altered" in altered.text
     queue = qm.inquire_queue("APP.Q")
-    assert (queue.max_depth, queue.put_enabled, queue.get_enabled) == (9, False, True)
-    refused = console.post("/console/queues/APP.Q/alter", max_depth="-1")
-    assert "Refused: max_depth" in refused.text
-    console.post("/console/queues/APP.Q/alter", put_enabled_shown="1", put_enabled="on")
+    assert {name: getattr(queue, name) for name in EVERY} == {
+        "description": "orders",
+        "max_depth": 7,
+        "max_msg_length": 1000,
+        "backout_threshold": 3,
+        "backout_requeue_q": "APP.BACKOUT",
+        "def_priority": 5,
+        "def_persistence": 1,
+        "put_enabled": False,
+        "get_enabled": True,
+        "usage": "xmitq",
+        "definition_type": "permdyn",
+        "index_type": "correlid",
+    }
+    shown = console.get("/console/queues/APP.Q").text
+    assert (
+        '<dt>Default persistence (DEFPSIST)</dt><dd data-attribute="def_persistence">persistent</dd>' in shown
+    )
+    assert '<option value="xmitq" selected>transmission</option>' in shown  # the alter form holds its values
+    # The alter form sends every field; only those that differ are changed (and audited).
+    form = {**EVERY, "max_depth": "9", "put_enabled": "1", "description": ""}
+    altered = console.post("/console/queues/APP.Q/alter", **form)
+    assert "Queue APP.Q altered: description, max_depth, put_enabled" in altered.text
+    queue = qm.inquire_queue("APP.Q")
+    assert (queue.max_depth, queue.put_enabled, queue.description, queue.index_type) == (
+        9,
+        True,
+        "",
+        "correlid",
+    )
+    with qm.reading() as conn:
+        entry = accounts.list_audit(conn, limit=1)[0]
+    assert entry.summary["attributes"] == {"description": "", "max_depth": 9, "put_enabled": True}
+    unchanged = console.post("/console/queues/APP.Q/alter", **{**form, "description": ""})
+    assert "Queue APP.Q unchanged" in unchanged.text
+    for value, refusal in (
+        ("-1", "Refused: max_depth: &#39;-1&#39; is not a whole number"),
+        ("lots", "Refused: max_depth: &#39;lots&#39; is not a whole number"),
+        ("1000000000", "Refused: max_depth: Input should be less than or equal to 999999999"),
+    ):
+        assert refusal in console.post("/console/queues/APP.Q/alter", max_depth=value).text
+    assert "Refused: usage" in console.post("/console/queues/APP.Q/alter", usage="remote").text
+    again = console.post("/console/queues", name="APP.Q", max_depth="11")
+    assert "MQRCCF_OBJECT_ALREADY_EXISTS" in again.text
+    replaced = console.post("/console/queues", name="APP.Q", max_depth="11", replace="on")
+    assert "Queue APP.Q defined" in replaced.text and qm.inquire_queue("APP.Q").max_depth == 11
+
+
+def test_purge_and_delete_ask_first(console: Console) -> None:
+    qm = console.api.qm
+    qm.define_queue("APP.Q")
     qm.put("APP.Q", Message(body=b"one"))
     confirm = console.get("/console/queues/APP.Q/purge").text
     assert "This removes all 1 messages from APP.Q" in confirm

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admin_api.console.rates import NO_RATE, SERIES, QueueRate, QueueRates, Rates, Sample
+from admin_api.console.rates import SERIES, QueueRate, QueueRates, Rates, Sample
 from queues.definition import QueueDefinition
 
 
@@ -34,22 +34,34 @@ def test_old_samples_leave_the_window_and_a_drop_is_no_negative_rate() -> None:
     assert rates.series()["publications"] == [15.0, 0.0]
 
 
-def queue(name: str, puts: int, gets: int = 0) -> QueueDefinition:
-    return QueueDefinition(name, put_count=puts, get_count=gets)
+def queue(name: str, puts: int, gets: int = 0, depth: int = 0) -> QueueDefinition:
+    return QueueDefinition(name, put_count=puts, get_count=gets, depth=depth)
+
+
+def rate(found: QueueRate) -> tuple[float | None, float | None]:
+    return found.put, found.get
 
 
 def test_queue_rates_span_the_samples_of_the_window() -> None:
     rates = QueueRates(window_ms=10_000, min_gap_ms=1_000)
-    assert rates.observe(0, [queue("A", 0)]) == {"A": NO_RATE}
-    assert rates.observe(500, [queue("A", 7)]) == {"A": NO_RATE}  # too soon: no second sample
-    assert rates.observe(2_000, [queue("A", 10, 4)]) == {"A": QueueRate(5.0, 2.0)}
-    assert rates.observe(4_000, [queue("A", 10, 4)])["A"] == QueueRate(2.5, 1.0)
-    assert rates.observe(12_000, [queue("A", 10, 4)])["A"] == QueueRate(0.0, 0.0)  # 0 s fell out
+    assert rates.observe(0, [queue("A", 0)]) == {"A": QueueRate(None, None, ((0, 0),))}
+    assert rate(rates.observe(500, [queue("A", 7)])["A"]) == (None, None)  # too soon: no second sample
+    assert rate(rates.observe(2_000, [queue("A", 10, 4)])["A"]) == (5.0, 2.0)
+    assert rate(rates.observe(4_000, [queue("A", 10, 4)])["A"]) == (2.5, 1.0)
+    assert rate(rates.observe(12_000, [queue("A", 10, 4)])["A"]) == (0.0, 0.0)  # 0 s fell out
+
+
+def test_each_sample_keeps_the_depth_for_the_queues_history() -> None:
+    rates = QueueRates(window_ms=10_000, min_gap_ms=1_000)
+    for at, depth in ((0, 5), (500, 99), (2_000, 8), (9_000, 3), (11_000, 0)):
+        found = rates.observe(at, [queue("A", 10, 0, depth)])["A"]
+    assert found.depths == ((2_000, 8), (9_000, 3), (11_000, 0))  # 500 ms too soon, 0 s out of the window
 
 
 def test_a_queue_defined_again_starts_anew_and_few_queues_keep_samples() -> None:
     rates = QueueRates(window_ms=60_000, min_gap_ms=1_000, max_queues=2)
     rates.observe(0, [queue("A", 50), queue("B", 0), queue("C", 0)])  # A, the oldest, is forgotten
-    assert rates.observe(2_000, [queue("A", 60)])["A"] == NO_RATE
-    assert rates.observe(4_000, [queue("C", 8)])["C"] == QueueRate(2.0, 0.0)
-    assert rates.observe(6_000, [queue("C", 1)])["C"] == NO_RATE  # its counters went down
+    assert rate(rates.observe(2_000, [queue("A", 60)])["A"]) == (None, None)
+    assert rate(rates.observe(4_000, [queue("C", 8)])["C"]) == (2.0, 0.0)
+    again = rates.observe(6_000, [queue("C", 1, 0, 4)])["C"]  # its counters went down
+    assert again == QueueRate(None, None, ((6_000, 4),))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from broker.admin import accounts
 from broker.client import BrokerClient
 from broker.core.effects import AddSubscription
@@ -13,8 +15,8 @@ from tests.broker.store.records import Process, sub
 from tests.e2e.harness import ServiceThread
 
 
-def subscribe(api: Api, topic: str, queue: str) -> int:
-    made = api.post("/api/v1/subscriptions", "operator", json={"topics": [topic], "queue": queue})
+def subscribe(api: Api, topic: str, queue: str, **fields: object) -> int:
+    made = api.post("/api/v1/subscriptions", "operator", json={"topics": [topic], "queue": queue, **fields})
     assert made.status_code == 201, made.text
     return int(made.json()["subscriptions"][0]["id"])
 
@@ -26,7 +28,7 @@ def test_filter_and_deregister(console: Console, router: ServiceThread) -> None:
     soccer = subscribe(api, "Sport/Soccer", "Q1")
     subscribe(api, "News/Today", "Q2")
     html = console.get("/console/subscriptions", params={"topic": "Sport/#"}).text
-    assert "<td>Sport/Soccer</td>" in html and "News/Today" not in html
+    assert '<td class="topic">Sport/Soccer</td>' in html and "News/Today" not in html
     assert "News/Today" in console.get("/console/subscriptions", params={"queue": "Q2"}).text
     assert "No subscription matches" in console.get("/console/subscriptions", params={"origin": "proxy"}).text
     mqtt_only = console.get("/console/subscriptions", params={"protocol": "mqtt"}).text
@@ -34,11 +36,62 @@ def test_filter_and_deregister(console: Console, router: ServiceThread) -> None:
     by_protocol = console.get("/console/subscriptions", params={"protocol": "mqrfh2"}).text
     assert "Sport/Soccer" in by_protocol and '<option value="mqrfh2" selected>' in by_protocol
     back = "/console/subscriptions?queue=Q1"
+    listed = console.get(back).text
+    asking = f"/console/subscriptions/{soccer}/deregister?back=%2Fconsole%2Fsubscriptions%3Fqueue%3DQ1"
+    assert f'href="{asking}"' in listed
+    confirm = console.get(asking).text  # asking changes nothing
+    assert (
+        f"Deregister subscription {soccer}?" in confirm
+        and f"Yes, deregister subscription {soccer}" in confirm
+    )
+    assert f'<input type="hidden" name="back" value="{back}">' in confirm
+    assert len(api.get("/api/v1/subscriptions").json()["items"]) == 2
     done = console.post(f"/console/subscriptions/{soccer}/deregister", back=back)
     assert f"Subscription {soccer} deregistered" in done.text
     assert str(done.url).endswith(back)
     outside = console.post(f"/console/subscriptions/{soccer}/deregister", back="//elsewhere.example/")
     assert str(outside.url).endswith("/console/subscriptions") and "Refused: Not Found" in outside.text
+    gone = console.get(f"/console/subscriptions/{soccer}/deregister")
+    assert str(gone.url).endswith("/console/subscriptions") and "is not registered" in gone.text
+
+
+def test_each_subscription_shows_its_names_its_mqtt_client_and_links_its_queue(
+    console: Console, router: ServiceThread
+) -> None:
+    api = console.api
+    device = mqtt.queue_for("sensor/1")
+    for queue in ("Q1", device):
+        api.qm.define_queue(queue)
+    with api.qm.unit_of_work() as uow:
+        session = mqtt.StoredSession("sensor/1", device, "alice", False, 4, "10.0.0.5:4711", 1, 1)
+        mqtt.save_session(uow.connection, session)
+    named = subscribe(
+        api,
+        "Sport/#",
+        "Q1",
+        sub_name="scores",
+        sub_identity="app-7",
+        sub_user_data="for the scoreboard",
+        join_shared=True,
+    )
+    with BrokerClient(api.qm, timeout=30) as client:
+        assert client.subscribe("Sensors/#", device, user_id="sensor1").completion == "ok"
+    html = console.get("/console/subscriptions").text
+    row = re.search(rf'<tr data-subscription="{named}">.*?</tr>', html, re.S)
+    assert row is not None
+    for cell in (
+        '<td class="sub-name">scores</td>',
+        '<td class="sub-identity">app-7</td>',
+        '<td class="user-data">for the scoreboard</td>',
+        '<td class="client"></td>',
+        '<td class="queue"><a href="/console/queues/Q1">Q1</a></td>',
+    ):
+        assert cell in row.group(0)
+    device_row = re.search(
+        r'<tr data-subscription="\d+">\s*<td>\d+</td><td class="topic">Sensors/#</td>.*?</tr>', html, re.S
+    )
+    assert device_row is not None and '<td class="client">sensor/1</td>' in device_row.group(0)
+    assert f'<a href="/console/queues/{device}">{device}</a>' in device_row.group(0)
 
 
 def test_the_tree_counts_subscriptions_and_shows_and_deletes_retained(
@@ -50,9 +103,13 @@ def test_the_tree_counts_subscriptions_and_shows_and_deletes_retained(
     subscribe(api, "Sport/Soccer", "Q1")
     retain(api, "Sport/Soccer", "1-0")
     root = console.get("/console/topics").text
-    assert '<span class="level-name">Sport</span> <span class="counts">0 here, 2 below</span>' in root
+    assert re.search(
+        r'<span class="level-name">Sport</span> <span class="counts"[^>]*>0 here, 2 below</span>', root
+    )
     level = console.get("/console/topics/children", params={"under": "Sport"}).text
     assert '<li data-topic="Sport/Soccer">' in level and "<code>1-0</code>" in level
+    assert re.search(r"retained [0-9]+ s ago: <code>1-0</code>", level)
+    assert re.search(r'<span class="level-name">Soccer</span> <span class="counts"[^>]*>1 here</span>', level)
     assert '<li data-topic="Sport/#">' in level
     retained_id = api.get("/api/v1/retained").json()["items"][0]["id"]
     deleted = console.post(f"/console/retained/{retained_id}/delete", back="/console/topics")
@@ -96,6 +153,9 @@ def test_proxy_subscriptions_have_no_deregister_button_and_are_refused(console: 
     for page in ("/console/subscriptions", "/console/network"):
         html = console.get(page).text
         assert "proxy from QMB" in html and "Deregister" not in html
+    confirm = console.get(f"/console/subscriptions/{proxy['id']}/deregister").text
+    assert "is a proxy subscription of neighbour QMB: the network manages it" in confirm
+    assert "Yes, deregister" not in confirm
     refused = console.post(f"/console/subscriptions/{proxy['id']}/deregister")
     assert "Refused: subscription" in refused.text and "QMB" in refused.text
     assert len(console.api.get("/api/v1/subscriptions").json()["items"]) == 1

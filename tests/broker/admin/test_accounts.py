@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from broker.admin import accounts
 from broker.admin.accounts import AccountError, Role
@@ -55,6 +55,25 @@ def test_authenticate_finds_live_tokens_only(qm: QueueManager) -> None:
         assert revoked is not None and revoked.revoked
         assert accounts.authenticate(uow.connection, issued.secret) is None
         assert accounts.authenticate(uow.connection, other.secret) == other.token
+
+
+def test_an_expired_token_is_refused_and_is_not_a_live_admin(qm: QueueManager) -> None:
+    lasting = create(qm, "admin", "ada")
+    with qm.unit_of_work() as uow:
+        brief = accounts.create_token(uow.connection, "admin", "bob", lifetime=60)
+        assert brief.token.expires_at == brief.token.created_at + 60_000
+        assert accounts.authenticate(uow.connection, brief.secret) == brief.token
+        uow.connection.execute(update(api_tokens).values(expires_at=now_ms() - 1))  # both past
+        assert accounts.authenticate(uow.connection, brief.secret) is None
+        assert accounts.authenticate(uow.connection, lasting.secret) is None
+        uow.connection.execute(
+            update(api_tokens).values(expires_at=None).where(api_tokens.c.id == lasting.token.token_id)
+        )
+        with pytest.raises(MQError, match="last live admin token"):  # the expired one does not count
+            accounts.revoke_token(uow.connection, lasting.token.token_id)
+        for lifetime in (0, accounts.MAX_LIFETIME + 1):
+            with pytest.raises(accounts.AccountError):
+                accounts.create_token(uow.connection, "viewer", "x", lifetime=lifetime)
 
 
 def test_revoking_twice_keeps_the_first_time_and_unknown_ids_are_none(qm: QueueManager) -> None:

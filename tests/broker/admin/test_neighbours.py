@@ -179,6 +179,8 @@ def test_status_shows_each_links_channel_and_queues(qm: QueueManager) -> None:
         "name": "QMB",
         "url": URL,
         "transmission_queue": "QMB",
+        "state": "retrying",
+        "stopped_at": None,
         "transmission_depth": 3,
         "in_flight": 2,
         "next_batch": 2,
@@ -192,3 +194,59 @@ def test_status_shows_each_links_channel_and_queues(qm: QueueManager) -> None:
     }
     assert (status["QMC"]["transmission_depth"], status["QMC"]["in_flight"]) == (0, 0)
     assert (status["QMC"]["proxies_sent"], status["QMC"]["sender"]) == (False, None)
+
+
+def test_a_channel_is_running_retrying_or_stopped(qm: QueueManager) -> None:
+    add_neighbour(qm)
+
+    def state() -> tuple[str, int | None]:
+        (status,) = neighbours.neighbour_status(qm)
+        return status.state, status.as_dict()["stopped_at"]
+
+    assert state() == ("running", None)
+    with qm.engine.begin() as conn:
+        links.record_error(conn, "QMB", "QMB unreachable")
+    assert state()[0] == "retrying"
+    assert neighbours.stop_channel(qm, "QMB") is True
+    stopped_at = link_of(qm, "QMB").stopped_at  # type: ignore[union-attr]
+    assert state() == ("stopped", stopped_at) and stopped_at is not None
+    assert neighbours.stop_channel(qm, "QMB") is False
+    assert neighbours.start_channel(qm, "QMB") is True
+    assert neighbours.start_channel(qm, "QMB") is False
+    assert state() == ("retrying", None)  # until a batch gets through
+
+
+def test_a_stopped_channel_keeps_what_waits_for_it_and_is_removed_with_it(qm: QueueManager) -> None:
+    add_neighbour(qm)
+    neighbours.stop_channel(qm, "QMB")
+    wait_for(qm, "QMB", 2)
+    (status,) = neighbours.neighbour_status(qm)
+    assert (status.state, status.transmission_depth) == ("stopped", 2)
+    assert neighbours.remove_neighbour(qm, "QMB", purge=True) == 2
+    add_neighbour(qm)
+    assert [s.state for s in neighbours.neighbour_status(qm)] == ["running"]
+
+
+def test_alter_changes_url_and_token_and_checks_them(qm: QueueManager) -> None:
+    first = add_neighbour(qm)
+    altered = neighbours.alter_neighbour(qm, "QMB", url="http://qmb.moved:9090/")
+    assert (altered.url, altered.token, altered.epoch) == ("http://qmb.moved:9090", TOKEN, first.epoch)
+    altered = neighbours.alter_neighbour(qm, "QMB", token="a-new-link-token-0123")
+    assert (altered.url, altered.token) == ("http://qmb.moved:9090", "a-new-link-token-0123")
+    for bad in ({"url": "qmb:8080"}, {"token": "short"}):
+        with pytest.raises(MQError) as refused:
+            neighbours.alter_neighbour(qm, "QMB", **bad)
+        assert refused.value.reason == Reason.MQRCCF_ATTR_VALUE_ERROR
+    assert link_of(qm, "QMB") == altered
+
+
+@pytest.mark.parametrize("change", ["alter", "stop", "start"])
+def test_changing_a_neighbour_not_defined_is_3085(qm: QueueManager, change: str) -> None:
+    calls = {
+        "alter": lambda: neighbours.alter_neighbour(qm, "QMX", url=URL),
+        "stop": lambda: neighbours.stop_channel(qm, "QMX"),
+        "start": lambda: neighbours.start_channel(qm, "QMX"),
+    }
+    with pytest.raises(MQError) as refused:
+        calls[change]()
+    assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER

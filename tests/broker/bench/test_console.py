@@ -33,6 +33,7 @@ def test_a_small_run_measures_every_case_against_the_anchor(
         "console queues, first page",
         "console queues, deep page",
         "console queues by pattern",
+        "console queues sorted by depth",
         "console overview, live part",
         "console one queue, browsed",
     ]
@@ -43,9 +44,10 @@ def test_a_small_run_measures_every_case_against_the_anchor(
 def test_subscriptions_add_their_cases_on_postgresql(restored_logging: None) -> None:
     sizes = {"count": COUNT, "subscriptions": 500, "requests": REQUESTS}
     report = console_bench.run(database="postgresql", pg_url=PG_ADMIN_URL, **sizes)
-    assert [latency.case for latency in report.latencies][-3:] == [
+    assert [latency.case for latency in report.latencies][-4:] == [
         "console subscriptions, first page",
         "console subscriptions by topic",
+        "console topic tree, the top level",
         "console topic tree, a region",
     ]
     with pytest.raises(ValueError, match="needs --database postgresql"):

@@ -12,7 +12,7 @@ import pytest
 
 from broker import store
 from broker.store import mqtt
-from queues import QueueManager, make_engine
+from queues import Message, QueueManager, make_engine
 from tests.broker.cli.test_tokens import run
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, eventually, stays_down
 from tests.e2e.conftest import brokers  # noqa: F401 (the fixture of real broker processes)
@@ -164,17 +164,44 @@ def test_sessions_keep_their_columns_whatever_the_length_of_a_client_id(
     long = "meter-" + "0123456789" * 6
     qm = QueueManager(make_engine(database_url))
     try:
+        qm.define_queue(mqtt.queue_for("phone"))
+        qm.put(mqtt.queue_for("phone"), Message(body=b"waiting"))
         with qm.unit_of_work() as uow:
             for client_id in (long, "phone"):
                 stored = mqtt.StoredSession(
-                    client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 2
+                    client_id,
+                    mqtt.queue_for(client_id),
+                    "alice",
+                    False,
+                    4,
+                    "a:1",
+                    1,
+                    2,
+                    owner="m1",
+                    keepalive=45,
                 )
                 mqtt.save_session(uow.connection, stored)
+            mqtt.record_traffic(uow.connection, "m1", {long: (1066, 13), "phone": (1066, 13)})
     finally:
         qm.close()
     code, out, _ = run(database_url, capsys, "mqtt", "sessions")
     header, *rows = out.splitlines()
     assert code == 0 and [row.split()[0] for row in rows] == [long, "phone"]
-    for title, value in (("USER", "alice"), ("ADDRESS", "a:1")):  # each row's cell under its title
+    for title, value in (("USER", "alice"), ("VERSION", "3.1.1"), ("ADDRESS", "a:1")):  # each under its title
         assert {row[header.index(title) :].split()[0] for row in rows} == {value}
-    assert {row[: header.index("IN FLIGHT") + len("IN FLIGHT")].split()[-1] for row in rows} == {"0"}
+    for title, values in (
+        ("KEEPALIVE", ["45", "45"]),
+        ("IN FLIGHT", ["0", "0"]),
+        ("QUEUED", ["0", "1"]),
+        ("BYTES IN", ["1066", "1066"]),
+        ("BYTES OUT", ["13", "13"]),
+    ):  # counts are aligned to the right: each ends where its title does
+        assert [row[: header.index(title) + len(title)].split()[-1] for row in rows] == values, title
+    code, out, _ = run(database_url, capsys, "mqtt", "sessions", "--json")
+    phone = json.loads(out)[1]
+    assert code == 0 and (phone["keepalive"], phone["queued"], phone["bytes_in"], phone["bytes_out"]) == (
+        45,
+        1,
+        1066,
+        13,
+    )

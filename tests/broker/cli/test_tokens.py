@@ -58,8 +58,23 @@ def test_create_works_on_a_new_installation_and_prints_the_secret_once(
     assert code == 0
     assert created["token"] not in out
     row = out.splitlines()[1].split()
-    assert row[:5] == ["1", created["prefix"], "admin", "ops", "live"]
-    assert datetime.fromisoformat(row[5]).timestamp() * 1000 == pytest.approx(created["created_at"], abs=1)
+    assert row[:6] == ["1", created["prefix"], "admin", "ops", "live", "never"]
+    assert datetime.fromisoformat(row[6]).timestamp() * 1000 == pytest.approx(created["created_at"], abs=1)
+
+
+def test_a_token_may_expire(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        url, capsys, "token", "create", "--role", "viewer", "--principal", "ci", "--expires", "30d", "--json"
+    )
+    created = json.loads(out)
+    assert code == 0 and created["expires_at"] - created["created_at"] == 30 * 86_400_000
+    assert (
+        run(url, capsys, "token", "create", "--role", "viewer", "--principal", "ci", "--expires", "0")[0] == 2
+    )
+    assert (
+        run(url, capsys, "token", "create", "--role", "viewer", "--principal", "ci", "--expires", "soon")[0]
+        == 2
+    )
 
 
 def test_text_output_warns_that_the_secret_is_not_kept(url: str, capsys: pytest.CaptureFixture[str]) -> None:

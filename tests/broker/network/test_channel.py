@@ -419,3 +419,90 @@ def test_the_supervisor_runs_an_agent_per_link_and_follows_links_as_they_come_an
     assert not thread.is_alive()
     with link.receiver.unit_of_work() as uow:  # the link (and its transmission queue) is gone
         assert [m.body for m in uow.get_batch(DESTINATION, 100)] == bodies
+
+
+# -- stopped channels ----------------------------------------------------------------------------
+
+
+def test_a_stopped_channel_keeps_its_messages_and_sends_them_once_started(link: Link) -> None:
+    agent = link.agent(batch_size=10)
+    assert neighbours.stop_channel(link.sender, RECEIVER)
+    before = link_of(link.sender, RECEIVER)
+    bodies = link.send(25)
+    assert agent.step() == 0
+    assert link.neighbour.requests == []
+    assert link.sender.depth(RECEIVER) == 25
+    # Stopped, it takes nothing off the queue and no lease: not even the write lock.
+    assert link_of(link.sender, RECEIVER) == before
+    assert neighbours.start_channel(link.sender, RECEIVER)
+    assert pump(agent) == [10, 10, 5]
+    link.assert_arrived_once(bodies)
+
+
+def test_a_batch_waiting_in_the_outbox_waits_while_the_channel_is_stopped(link: Link) -> None:
+    agent = link.agent(batch_size=10)
+    bodies = link.send(15)
+    link.neighbour.unreachable = 1
+    with pytest.raises(channel.ChannelError):
+        agent.step()
+    neighbours.stop_channel(link.sender, RECEIVER)
+    agent = link.agent(batch_size=10)  # as after a restart: it finds the batch in the outbox
+    assert agent.step() == 0
+    assert link.neighbour.batches() == [1]  # the attempt that never arrived, not resent
+    with link.sender.reading() as conn:
+        assert links.outbox_depth(conn) == {RECEIVER: 10}
+    assert link.sender.depth(RECEIVER) == 5
+    neighbours.start_channel(link.sender, RECEIVER)
+    assert pump(agent) == [10, 5]
+    assert link.neighbour.batches() == [1, 1, 2]
+    link.assert_arrived_once(bodies)
+
+
+def test_a_stop_lets_the_batch_already_taken_finish_and_takes_no_more(link: Link) -> None:
+    """As MQ's STOP CHANNEL completes the batch in progress: the one confirmed with the
+    previous batch was taken off the transmission queue before the stop."""
+    agent = link.agent(batch_size=10)
+    bodies = link.send(25)
+    assert agent.step() == 10  # its confirmation took the second batch into the outbox
+    neighbours.stop_channel(link.sender, RECEIVER)
+    assert agent.step() == 10
+    assert agent.step() == 0
+    assert (link.sender.depth(RECEIVER), len(link.neighbour.requests)) == (5, 2)
+    neighbours.start_channel(link.sender, RECEIVER)
+    assert pump(agent) == [5]
+    link.assert_arrived_once(bodies)
+
+
+def test_an_altered_url_and_token_count_from_the_next_batch(link: Link) -> None:
+    agent = link.agent(batch_size=10)
+    first = link.send(10)
+    assert pump(agent) == [10]
+    token = "another-link-token-0123456789"
+    neighbours.alter_neighbour(link.receiver, SENDER, token=token)  # the far side first
+    neighbours.alter_neighbour(link.sender, RECEIVER, url="http://qma.moved:9090", token=token)
+    second = link.send(15, start=10)
+    assert pump(agent) == [10, 5]
+    sent = [(r.url.host, r.headers["Authorization"]) for r in link.neighbour.requests]
+    assert sent == [("qma.test", f"Bearer {TOKEN}")] + [("qma.moved", f"Bearer {token}")] * 2
+    link.assert_arrived_once(first + second)
+
+
+def test_a_running_agent_follows_a_stop_and_a_start_made_by_another_process(link: Link) -> None:
+    agent = link.agent(batch_size=10)
+    other = QueueManager(make_engine(link.sites.urls[SENDER]), appl_name="admin")
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,))
+    try:
+        neighbours.stop_channel(other, RECEIVER)
+        thread.start()
+        bodies = link.send(12)
+        time.sleep(1.5)  # the agent is woken by the arrivals and polls every second
+        assert (link.neighbour.requests, link.sender.depth(RECEIVER)) == ([], 12)
+        neighbours.start_channel(other, RECEIVER)
+        assert wait_until(link.drained)
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+        other.close()
+    assert not thread.is_alive()
+    link.assert_arrived_once(bodies)

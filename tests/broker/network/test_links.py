@@ -13,15 +13,15 @@ import hashlib
 import hmac
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, Engine, delete, select
+from sqlalchemy import Connection, Engine, delete, insert, select
 
 from broker import store
 from broker.network import links
-from broker.network.schema import outbox
+from broker.network.schema import outbox, stopped_channels
 from broker.service.config import Settings, broker_config
 from broker.store.schema import changes, meta, neighbours
 from migrations import upgrade
@@ -143,7 +143,9 @@ def test_a_new_link_starts_with_nothing_sent_or_received(qm: QueueManager) -> No
         last_sent_at=None,
         last_received_at=None,
         last_error=None,
+        stopped_at=None,
     )
+    assert not link.stopped
     assert before <= link.created_at <= now_ms()
     assert len(link.epoch) == 32 and int(link.epoch, 16) >= 0
     assert link_of(qm, "QMB") == link
@@ -225,6 +227,73 @@ def test_update_changes_url_and_token_only(qm: QueueManager) -> None:
     with qm.engine.begin() as conn, pytest.raises(MQError) as refused:
         links.update_link(conn, "QMX", url="http://x:1")
     assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER
+
+
+@pytest.mark.parametrize(("url", "token"), [("ftp://moved", None), (None, "short")], ids=["url", "token"])
+def test_update_refuses_what_the_channel_could_not_use(
+    qm: QueueManager, url: str | None, token: str | None
+) -> None:
+    first = add(qm)
+    with qm.engine.begin() as conn, pytest.raises(MQError) as refused:
+        links.update_link(conn, "QMB", url=url, token=token)
+    assert refused.value.reason == Reason.MQRCCF_ATTR_VALUE_ERROR
+    assert link_of(qm, "QMB") == first
+
+
+# -- stopping and starting channels --------------------------------------------------------------
+
+
+def stop(qm: QueueManager, name: str = "QMB") -> bool:
+    with qm.engine.begin() as conn:
+        return links.stop_channel(conn, name)
+
+
+def start(qm: QueueManager, name: str = "QMB") -> bool:
+    with qm.engine.begin() as conn:
+        return links.start_channel(conn, name)
+
+
+def test_a_channel_stops_and_starts_once_each_and_only_its_own(qm: QueueManager) -> None:
+    add(qm, "QMB")
+    add(qm, "QMC")
+    before = now_ms()
+    assert stop(qm) is True
+    stopped = link_of(qm, "QMB")
+    assert stopped is not None and stopped.stopped
+    assert stopped.stopped_at is not None and before <= stopped.stopped_at <= now_ms()
+    assert stop(qm) is False
+    assert link_of(qm, "QMB") == stopped  # stopping again keeps the first time
+    with qm.reading() as conn:
+        assert [(link.name, link.stopped) for link in links.list_links(conn)] == [
+            ("QMB", True),
+            ("QMC", False),
+        ]
+    assert start(qm) is True
+    assert start(qm) is False
+    assert link_of(qm, "QMB").stopped_at is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("change", [stop, start])
+def test_stopping_or_starting_the_channel_of_no_neighbour_is_3085(
+    qm: QueueManager, change: Callable[[QueueManager, str], bool]
+) -> None:
+    with pytest.raises(MQError) as refused:
+        change(qm, "QMX")
+    assert refused.value.reason == Reason.MQRCCF_UNKNOWN_BROKER
+    with qm.reading() as conn:
+        assert conn.execute(select(stopped_channels)).all() == []
+
+
+def test_a_removed_link_forgets_its_stop_and_a_new_one_runs(qm: QueueManager) -> None:
+    add(qm)
+    stop(qm)
+    with qm.engine.begin() as conn:
+        links.remove_link(conn, "QMB")
+    with qm.reading() as conn:
+        assert conn.execute(select(stopped_channels)).all() == []
+    with qm.engine.begin() as conn:  # a stop left by a removal racing it
+        conn.execute(insert(stopped_channels).values(link="QMB", stopped_at=1))
+    assert not add(qm).stopped
 
 
 def test_remove_forgets_the_link_and_its_batches_in_flight(qm: QueueManager) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from broker.admin import neighbours
 from broker.core.system import INTER_BROKER_QUEUE
 from broker.network import links, topology
 from broker.protocol import brokerpath, psc
@@ -273,3 +274,26 @@ def test_both_sides_see_their_channels(network: dict[str, Node]) -> None:
     assert a.channel("QMB").received_batch >= 1
     # The success cleared the error the outage left behind.
     wait_until(lambda: b.channel("QMA").last_error is None, what="B's channel to report no error")
+
+
+def test_a_stopped_channel_holds_publications_until_it_is_started(network: dict[str, Node]) -> None:
+    """The stop is in B's database, written by another process (as ``broker neighbour stop`` or
+    the admin API write it): B's running broker keeps the publications on its transmission queue
+    while it holds, and sends them, once each and in order, when the channel is started."""
+    a, b = network["QMA"], network["QMB"]
+    subscribe(a, "Net/Held/#", queue(a, "NET.A.HELD"))
+    wait_until(lambda: proxied(b, "Net/Held/#", "QMA"), what="proxy at B")
+    assert neighbours.stop_channel(b.qm, "QMA")
+    try:
+        for n in range(3):
+            b.client.publish("Net/Held/Score", f"held {n}")
+        wait_until(lambda: b.qm.depth("QMA") == 3, what="the publications on B's transmission queue")
+        assert received(a, "NET.A.HELD", expect=0, wait=3.0) == []  # the agent looks every second
+        assert b.qm.depth("QMA") == 3
+        with b.qm.reading() as conn:
+            assert links.outbox_depth(conn).get("QMA", 0) == 0
+        assert b.channel("QMA").stopped
+    finally:
+        neighbours.start_channel(b.qm, "QMA")
+    assert received(a, "NET.A.HELD", expect=3) == [f"held {n}" for n in range(3)]
+    wait_until(lambda: b.qm.depth("QMA") == 0, what="B's transmission queue to empty")

@@ -92,20 +92,15 @@ def test_listing_tells_proxy_subscriptions_from_local_ones(engine: Engine, a: Pr
     assert len(page(engine, SubscriptionFilter())) == 2
 
 
-def test_subscription_topics_are_those_at_or_below_a_topic(
-    engine: Engine, listed: list[Subscription]
-) -> None:
+def test_mqtt_clients_are_found_by_their_session_queues(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for client_id in ("sensor/1", "sensor 2"):
+            session = mqtt.StoredSession(client_id, mqtt.queue_for(client_id), "alice", False, 4, "a:1", 1, 1)
+            mqtt.save_session(conn, session)
+    queues = [mqtt.queue_for("sensor/1"), mqtt.queue_for("gone"), "APP.IN", mqtt.queue_for("sensor 2")]
     with engine.connect() as conn:
-        assert store.subscription_topics(conn) == [s.key.topic for s in listed]
-        assert store.subscription_topics(conn, "Sport") == [
-            "Sport/Soccer",
-            "Sport/Tennis",
-            "Sport/#",
-            "Sport/Soccer",
-        ]
-        assert store.subscription_topics(conn, "Sport/Soccer") == ["Sport/Soccer", "Sport/Soccer"]
-        assert store.subscription_topics(conn, "Sport", limit=2) == ["Sport/Soccer", "Sport/Tennis"]
-        assert store.subscription_topics(conn, "Spo") == []  # a prefix of a level is not a topic above it
+        assert store.mqtt_clients(conn, queues) == {queues[0]: "sensor/1", queues[3]: "sensor 2"}
+        assert store.mqtt_clients(conn, ["APP.IN"]) == {}
 
 
 def test_listing_pages_by_key(engine: Engine, listed: list[Subscription]) -> None:

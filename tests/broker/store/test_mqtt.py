@@ -1,13 +1,18 @@
-"""MQTT sessions in SQL: when each went offline, which are offline, what was dropped."""
+"""MQTT sessions in SQL: when each went offline, which are offline, what was dropped, each
+connection's keepalive and bytes; and the MQTT principals."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from sqlalchemy import Engine, text
 
 import migrations
-from broker.protocol.mqtt.packets import Will
+from broker.protocol.mqtt.packets import NEVER_EXPIRES, NO_PROPERTIES, Properties, Will
 from broker.store import mqtt
 from queues import make_engine
+from queues.reasons import Reason
 from tests.conftest import PostgresDatabases
 
 
@@ -23,7 +28,8 @@ def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connectio
             ("phone", 200),
             ("sensor", 100),
         ]
-        assert [s.client_id for s in mqtt.offline_sessions(conn, before=150)] == ["sensor"]
+        assert [s.client_id for s in mqtt.expired_sessions(conn, 1_150, 1)] == ["sensor"]
+        assert mqtt.expired_sessions(conn, 1_150, 0) == []  # no expiry: kept
         mqtt.count_dropped(conn, "sensor", 3)
         mqtt.count_dropped(conn, "sensor", 4)
         mqtt.save_session(
@@ -34,10 +40,39 @@ def test_offline_since_counts_from_the_first_going_and_is_cleared_by_a_connectio
         assert [s.client_id for s in mqtt.offline_sessions(conn)] == ["phone"]
 
 
+def test_an_mqtt5_session_expires_by_its_own_interval(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for client_id, expiry in (
+            ("v3", None),
+            ("v5-short", 10),
+            ("v5-long", 100),
+            ("v5-never", NEVER_EXPIRES),
+        ):
+            session = mqtt.StoredSession(client_id, mqtt.queue_for(client_id), "alice", False, 5, "a:1", 1, 1)
+            mqtt.save_session(conn, replace(session, expiry=expiry))
+        mqtt.set_offline(conn, 1_000)
+        mqtt.set_expiry(conn, "v5-long", 50)  # as its DISCONNECT said
+        gone = {
+            now: [s.client_id for s in mqtt.expired_sessions(conn, now, 30)]
+            for now in (11_001, 31_001, 51_001)
+        }
+        assert gone == {
+            11_001: ["v5-short"],
+            31_001: ["v3", "v5-short"],
+            51_001: ["v3", "v5-long", "v5-short"],
+        }
+        stored = mqtt.find_session(conn, "v5-never")
+        assert stored is not None and stored.expiry == NEVER_EXPIRES
+        assert not mqtt.expired(stored, 10**15, 30)
+        assert [s.client_id for s in mqtt.expired_sessions(conn, 10**15, 0)] == ["v5-long", "v5-short"]
+
+
 def run(client_id: str, seq: int, *messages: tuple[int, str]) -> mqtt.OutboundRun:
     """A run of QoS 1 messages (packet id, topic) to ``client_id``."""
     key = mqtt.session_key(client_id)
-    return mqtt.OutboundRun.new(key, seq, [(p, topic, topic.encode() * 3, 1, False) for p, topic in messages])
+    return mqtt.OutboundRun.new(
+        key, seq, [(p, topic, topic.encode() * 3, 1, False, NO_PROPERTIES) for p, topic in messages]
+    )
 
 
 def test_outbound_runs_of_many_sessions_in_one_statement_resent_in_seq_order(engine: Engine) -> None:
@@ -93,7 +128,7 @@ def test_new_messages_are_one_run_unless_their_payloads_are_over_the_limit() -> 
     key = mqtt.session_key("phone")
 
     def messages(*sizes: int) -> list[mqtt.OutboundMessage]:
-        return [(n, "t", bytes(size), 1, False) for n, size in enumerate(sizes, 1)]
+        return [(n, "t", bytes(size), 1, False, NO_PROPERTIES) for n, size in enumerate(sizes, 1)]
 
     def shape(runs: list[mqtt.OutboundRun]) -> list[tuple[int, list[int]]]:
         return [(run.seq, [m[0] for m in run.messages]) for run in runs]
@@ -113,9 +148,10 @@ def test_new_messages_are_one_run_unless_their_payloads_are_over_the_limit() -> 
 
 def test_messages_pack_and_unpack_as_they_were() -> None:
     messages: list[mqtt.OutboundMessage] = [
-        (1, "a/b", b"", 1, False),
-        (65535, "späť/ü/#x", bytes(range(256)) * 300, 2, True),
-        (7, "", b"\x00", 1, True),
+        (1, "a/b", b"", 1, False, NO_PROPERTIES),
+        (65535, "späť/ü/#x", bytes(range(256)) * 300, 2, True, NO_PROPERTIES),
+        (7, "", b"\x00", 1, True, Properties(user_properties=(("k", "v"),), message_expiry_interval=9)),
+        (8, "a/b", b"after", 1, False, NO_PROPERTIES),
     ]
     assert mqtt.unpack_messages(mqtt.pack_messages(messages)) == messages
     assert mqtt.unpack_messages(b"") == []
@@ -147,6 +183,59 @@ def test_sessions_are_paged_by_client_id_and_counted(engine: Engine) -> None:
         assert [s.client_id for s in mqtt.list_sessions(conn, limit=3)] == ["a", "b", "c"]
         assert [s.client_id for s in mqtt.list_sessions(conn, after="b", limit=3)] == ["c", "d"]
         assert mqtt.count_sessions(conn) == (3, 4)
+
+
+def test_a_connection_records_its_keepalive_and_starts_its_byte_counts_afresh(engine: Engine) -> None:
+    """The listener writes each connection's bytes to the sessions its member holds, in one
+    statement; one taken over by another member is left alone, and a new connection starts
+    from nothing. One session shown alone reads as in the list, in-flight count included."""
+    with engine.begin() as conn:
+        for client_id, owner, level in (("sensor", "m1", 3), ("phone", "m2", 4)):
+            queue = mqtt.queue_for(client_id)
+            stored = mqtt.StoredSession(
+                client_id, queue, "alice", False, level, "a:1", 1, 1, owner=owner, keepalive=30
+            )
+            mqtt.save_session(conn, stored)
+        mqtt.record_traffic(conn, "m1", {"sensor": (120, 4500), "phone": (7, 8), "nobody": (1, 1)})
+        mqtt.store_runs(conn, [run("sensor", 1, (1, "a"), (2, "b"))])
+        listed = {
+            s.client_id: (s.version, s.keepalive, s.bytes_in, s.bytes_out) for s in mqtt.list_sessions(conn)
+        }
+        assert listed == {"sensor": ("3.1", 30, 120, 4500), "phone": ("3.1.1", 30, 0, 0)}
+        shown = mqtt.show_session(conn, "sensor")
+        assert shown is not None and (shown.in_flight, shown.bytes_out) == (2, 4500)
+        assert mqtt.show_session(conn, "nobody") is None
+        mqtt.save_session(
+            conn,
+            mqtt.StoredSession(
+                "sensor", mqtt.queue_for("sensor"), "alice", False, 4, "a:2", 1, 9, owner="m1"
+            ),
+        )
+        again = mqtt.find_session(conn, "sensor")
+        assert again is not None and (again.keepalive, again.bytes_in, again.bytes_out) == (0, 0, 0)
+
+
+def test_principals_are_added_once_changed_and_removed_by_name(engine: Engine) -> None:
+    with engine.begin() as conn:
+        mqtt.add_principal(conn, "sensor1", mqtt.hash_password(b"first"), 5)
+        with pytest.raises(mqtt.PrincipalExists, match="MQTT principal sensor1 exists already") as exists:
+            mqtt.add_principal(conn, "sensor1", mqtt.hash_password(b"other"), 6)
+        assert exists.value.reason == Reason.MQRCCF_OBJECT_ALREADY_EXISTS
+        assert mqtt.verify_password(b"first", mqtt.password_hash(conn, "sensor1") or "")  # kept
+        mqtt.change_password(conn, "sensor1", mqtt.hash_password(b"second"))
+        assert mqtt.verify_password(b"second", mqtt.password_hash(conn, "sensor1") or "")
+        assert mqtt.list_principals(conn) == [("sensor1", 5)] and mqtt.has_principal(conn, "sensor1")
+        for change in (
+            lambda: mqtt.change_password(conn, "nobody", mqtt.hash_password(b"x")),
+            lambda: mqtt.delete_principal(conn, "nobody"),
+        ):
+            with pytest.raises(mqtt.NoSuchPrincipal, match="no MQTT principal nobody") as missing:
+                change()
+            assert missing.value.reason == Reason.MQRC_UNKNOWN_OBJECT_NAME
+        mqtt.delete_principal(conn, "sensor1")
+        assert mqtt.list_principals(conn) == [] and not mqtt.has_principal(conn, "sensor1")
+        mqtt.set_password(conn, "sensor1", b"third", 7)  # broker mqtt passwd: adds it again
+        assert mqtt.list_principals(conn) == [("sensor1", 7)]
 
 
 def test_the_sessions_of_a_dead_member_are_released_with_their_wills_and_only_theirs(engine: Engine) -> None:

@@ -446,3 +446,17 @@ def test_v5_unsuback_has_a_reason_code_for_each_filter() -> None:
     session, _ = opened_v5()
     assert session.unsubscribed(3, 2) == [Send(UnsubAck(3, (0, 0)))]
     assert opened().unsubscribed(3, 2) == [Send(UnsubAck(3))]
+
+
+def test_v5_the_session_expiry_is_capped_and_the_cap_told() -> None:
+    session = Session(0.0, new_client_id=lambda: "x", limits=Limits(session_expiry_maximum=3600))
+    session.receive(v5(expiry=0xFFFFFFFF), 0.0)
+    [sent] = session.opened(False, (), ())
+    assert session.expiry == 3600
+    assert isinstance(sent, Send) and isinstance(sent.packet, ConnAck)
+    assert sent.packet.properties.session_expiry_interval == 3600
+    session.receive(Disconnect(properties=Properties(session_expiry_interval=60)), 1.0)
+    assert (session.expiry, session.expiry_changed) == (60, True)
+    _, [granted] = opened_v5(v5(expiry=60))
+    assert isinstance(granted, Send) and isinstance(granted.packet, ConnAck)
+    assert granted.packet.properties.session_expiry_interval is None  # as asked: not told

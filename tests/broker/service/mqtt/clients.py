@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties as PahoProperties
 
 from broker.protocol.mqtt import (
     MQTT_311,
@@ -30,6 +32,7 @@ from broker.protocol.mqtt import (
     Decoder,
     MqttProtocolError,
     Packet,
+    Properties,
     PubAck,
     PubComp,
     Publish,
@@ -62,21 +65,30 @@ class Paho:
         port: int,
         client_id: str,
         *,
-        protocol: int = paho.MQTTv311,
+        protocol: paho.MQTTProtocolVersion = paho.MQTTv311,
         clean: bool = True,
         user: str | None = "alice",
         password: str = PASSWORD,
         will: tuple[str, bytes, int, bool] | None = None,
         keepalive: int = 60,
         transport: Literal["tcp", "websockets"] = "tcp",
+        session_expiry: int | None = None,
     ) -> None:
+        """MQTT 5.0 (``protocol`` paho.MQTTv5): ``clean`` is Clean Start, ``session_expiry``
+        the Session Expiry Interval sent (None: none, so 0)."""
+        v5 = protocol == paho.MQTTv5
         self.client = paho.Client(
             paho.CallbackAPIVersion.VERSION2,
             client_id=client_id,
             protocol=protocol,
-            clean_session=clean,
+            clean_session=None if v5 else clean,
             transport=transport,
         )
+        self.clean = clean
+        self.properties: PahoProperties | None = None
+        if v5 and session_expiry is not None:
+            self.properties = PahoProperties(PacketTypes.CONNECT)
+            self.properties.SessionExpiryInterval = session_expiry
         if user is not None:
             self.client.username_pw_set(user, password)
         if will is not None:
@@ -101,7 +113,16 @@ class Paho:
 
     def connect(self) -> tuple[int, bool]:
         """(CONNACK return code, session present)."""
-        self.client.connect("127.0.0.1", self.port, keepalive=self.keepalive)
+        if self.client.protocol == paho.MQTTv5:
+            self.client.connect(
+                "127.0.0.1",
+                self.port,
+                keepalive=self.keepalive,
+                clean_start=self.clean,
+                properties=self.properties,
+            )
+        else:
+            self.client.connect("127.0.0.1", self.port, keepalive=self.keepalive)
         self.client.loop_start()
         return self.connacks.get(timeout=TIMEOUT)
 
@@ -133,18 +154,24 @@ class Paho:
 class Raw:
     """A client that sends exactly the bytes or packets a test wants."""
 
-    def __init__(self, port: int, *, receive_buffer: int | None = None) -> None:
-        """``receive_buffer``: a small SO_RCVBUF, for a client whose socket fills soon."""
+    def __init__(
+        self, port: int, *, receive_buffer: int | None = None, level: int = MQTT_311, source: str = ""
+    ) -> None:
+        """``receive_buffer``: a small SO_RCVBUF, for a client whose socket fills soon;
+        ``level``: the protocol level it speaks; ``source``: the loopback address it connects from."""
         self.sock = socket.socket()
         if receive_buffer is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         self.sock.settimeout(TIMEOUT)
+        if source:
+            self.sock.bind((source, 0))
         self.sock.connect(("127.0.0.1", port))
-        self.decoder = Decoder()
+        self.level = level
+        self.decoder = Decoder(protocol_level=level)
         self.pending: list[Packet] = []
 
     def send(self, *packets: Packet) -> None:
-        self.sock.sendall(b"".join(encode(p) for p in packets))
+        self.sock.sendall(b"".join(encode(p, self.level) for p in packets))
 
     def send_bytes(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -158,17 +185,20 @@ class Raw:
         password: bytes = PASSWORD.encode(),
         keepalive: int = 60,
         will: Will | None = None,
+        properties: Properties | None = None,
     ) -> Packet:
+        """CONNECT at the client's level (``properties``: MQTT 5.0's); the answer."""
         self.send(
             Connect(
                 "MQTT",
-                MQTT_311,
+                self.level,
                 client_id,
                 clean,
                 keepalive,
                 will,
                 username=user,
                 password=None if user is None else password,
+                properties=properties or Properties(),
             )
         )
         return self.next()

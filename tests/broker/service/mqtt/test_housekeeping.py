@@ -1,18 +1,32 @@
-"""Session expiry and the queued-message limit of offline sessions, on a real ``broker serve
---mqtt`` (SQLite and PostgreSQL)."""
+"""Session expiry, the queued-message limit of offline sessions and the byte counts of each
+connection, on a real ``broker serve --mqtt`` (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import paho.mqtt.client as paho
 import pytest
 from sqlalchemy import text
 
+from broker.protocol.mqtt import (
+    MQTT_31,
+    MQTT_311,
+    ConnAck,
+    Connect,
+    Disconnect,
+    Packet,
+    PubAck,
+    Publish,
+    SubAck,
+    Subscribe,
+    encode,
+)
 from broker.service.mqtt.housekeeping import period
 from broker.store import mqtt as sessions
 from tests.broker.cli.test_tokens import run
-from tests.broker.service.mqtt.clients import MqttBroker, Paho, eventually
+from tests.broker.service.mqtt.clients import PASSWORD, MqttBroker, Paho, eventually
 from tests.conftest import PostgresDatabases
 from tests.e2e.processes import Brokers
 
@@ -70,12 +84,58 @@ def test_an_offline_session_keeps_its_newest_messages_and_counts_the_dropped(
 
 
 def test_the_pass_runs_four_times_per_expiry_at_most_once_a_minute() -> None:
-    assert period(0, 0) is None
+    assert period(0, 0) == 60  # MQTT 5.0 sessions expire by their own interval
     assert period(2, 0) == 0.5
     assert period(40, 0) == 10
     assert period(86_400, 0) == 60
     assert period(0, 1000) == 5
     assert period(2, 1000) == 0.5
+
+
+def test_each_connection_s_keepalive_and_bytes_reach_its_session_row(broker: MqttBroker) -> None:
+    """The listener counts each connection's bytes exactly as they cross the socket and writes
+    them to its session's row every few seconds: the counts of a client still connected, then
+    its last ones once it has gone, and those of a client that came and went between two
+    writes. A 3.1 client's version and keepalive are recorded too."""
+    meter = Paho(broker.port, "meter", clean=False, keepalive=30)
+    assert meter.connect() == (0, False)
+    assert meter.subscribe(("tariff/#", 1)) == [1]
+    meter.publish("readings/1", b"x" * 1000, 1)
+    connect = Connect(
+        "MQTT", MQTT_311, "meter", False, 30, None, username="alice", password=PASSWORD.encode()
+    )
+    sent: list[Packet] = [
+        connect,
+        Subscribe(1, (("tariff/#", 1),)),
+        Publish("readings/1", b"x" * 1000, 1, packet_id=2),
+    ]
+    answered: list[Packet] = [ConnAck(False, 0), SubAck(1, (1,)), PubAck(2)]
+    expected = (size(*sent), size(*answered))
+    assert eventually(lambda: traffic(broker, "meter") == expected, timeout=15), traffic(broker, "meter")
+    stored = _stored(broker, "meter")
+    assert stored is not None and (stored.version, stored.keepalive, stored.online) == ("3.1.1", 30, True)
+
+    meter.publish("readings/2", b"y", 1)
+    meter.close()
+    last = (expected[0] + size(Publish("readings/2", b"y", 1, packet_id=3), Disconnect()), expected[1] + 4)
+    assert eventually(lambda: traffic(broker, "meter") == last, timeout=15), traffic(broker, "meter")
+
+    brief = Paho(broker.port, "brief", clean=False, keepalive=0, protocol=paho.MQTTv31)
+    assert brief.connect() == (0, False)
+    brief.close()
+    hello = Connect("MQIsdp", MQTT_31, "brief", False, 0, None, username="alice", password=PASSWORD.encode())
+    assert eventually(lambda: traffic(broker, "brief") == (size(hello, Disconnect()), 4), timeout=15)
+    stored = _stored(broker, "brief")
+    assert stored is not None and (stored.version, stored.keepalive, stored.online) == ("3.1", 0, False)
+
+
+def size(*packets: Packet) -> int:
+    return sum(len(encode(packet)) for packet in packets)
+
+
+def traffic(broker: MqttBroker, client_id: str) -> tuple[int, int] | None:
+    stored = _stored(broker, client_id)
+    return None if stored is None else (stored.bytes_in, stored.bytes_out)
 
 
 def left(broker: MqttBroker, client_id: str, topic: str) -> None:

@@ -5,12 +5,11 @@ different loopback addresses (127.0.0.0/8 is all this machine's) to be different
 
 from __future__ import annotations
 
-import socket
 import statistics
 import threading
 import time
 
-from broker.protocol.mqtt import ConnAck, Decoder
+from broker.protocol.mqtt import ConnAck
 from broker.store import mqtt
 from queues.ids import now_ms
 from tests.broker.service.mqtt.clients import PASSWORD, TIMEOUT, MqttBroker, Paho, Raw, eventually
@@ -24,9 +23,7 @@ class From(Raw):
     """A raw client connecting from the loopback address ``source``."""
 
     def __init__(self, port: int, source: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT, source_address=(source, 0))
-        self.decoder = Decoder()
-        self.pending = []
+        super().__init__(port, source=source)
 
     def timed_connect(self, client_id: str, user: str, password: bytes) -> tuple[object, float]:
         """The CONNACK and the seconds from sending the CONNECT to receiving it."""

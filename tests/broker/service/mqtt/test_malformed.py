@@ -7,7 +7,7 @@ import pytest
 from broker.protocol.mqtt import CONNACK_UNACCEPTABLE_VERSION, ConnAck, Connect, PingReq, Publish
 from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, Received, protocol_error
 
-CONNECT_V5 = bytes([0x10, 13, 0, 4]) + b"MQTT" + bytes([5, 2, 0, 60, 0, 1]) + b"x"
+CONNECT_LEVEL_6 = bytes([0x10, 13, 0, 4]) + b"MQTT" + bytes([6, 2, 0, 60, 0, 1]) + b"x"
 FAULTS = {
     "packet before CONNECT": lambda raw: raw.send(PingReq()),
     "second CONNECT": lambda raw: (raw.connect("twice"), raw.send(Connect("MQTT", 4, "twice", True, 60))),
@@ -35,7 +35,7 @@ def test_the_connection_is_closed_and_others_carry_on(broker: MqttBroker, fault:
 
 def test_an_unacceptable_protocol_level_gets_connack_1_then_close(broker: MqttBroker) -> None:
     raw = Raw(broker.port)
-    raw.send_bytes(CONNECT_V5)
+    raw.send_bytes(CONNECT_LEVEL_6)
     assert raw.next() == ConnAck(False, CONNACK_UNACCEPTABLE_VERSION)
     assert protocol_error(raw)
 
