@@ -812,10 +812,13 @@ Password = Annotated[
 
 
 class MqttGrant(BaseModel):
-    """A subscription of an MQTT session: its topic filter and the QoS granted."""
+    """A subscription of an MQTT session: its topic filter, the QoS granted, and MQTT 5.0's No
+    Local and Retain As Published options."""
 
     filter: str
     qos: int
+    no_local: bool = False
+    retain_as_published: bool = False
 
 
 class MqttSessionDetail(MqttSession):

@@ -31,6 +31,7 @@ from admin_api.problems import responses
 from admin_api.security import AdminToken, OperatorToken, ViewerToken
 from admin_api.services import Services, Svc
 from broker.core import cluster
+from broker.protocol.mqtt.packets import SubscriptionOptions
 from broker.store import mqtt, mqtt_requests, nodes
 from broker.store.mqtt_requests import NoSuchSession
 from queues.ids import now_ms
@@ -94,7 +95,15 @@ def session_detail(svc: Services, client_id: str) -> MqttSessionDetail:
     if found is None:
         raise NoSuchSession(client_id)
     shown = session_out(svc, [found])[0]
-    grants = [MqttGrant(filter=text, qos=qos) for text, qos in sorted(granted.items())]
+    grants = [
+        MqttGrant(
+            filter=text,
+            qos=options.qos,
+            no_local=options.no_local,
+            retain_as_published=options.retain_as_published,
+        )
+        for text, options in ((text, SubscriptionOptions(grant)) for text, grant in sorted(granted.items()))
+    ]
     return MqttSessionDetail(**shown.model_dump(), subscriptions=grants)
 
 

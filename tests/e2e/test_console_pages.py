@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect
 
 from tests.broker.service.mqtt.clients import MqttBroker
 from tests.e2e.processes import Brokers, free_port
-from tests.e2e.test_console import browser, sign_in, token  # noqa: F401 (the browser fixture)
+from tests.e2e.test_console import browser, shot, sign_in, token  # noqa: F401 (the browser fixture)
 
 RATES = re.compile(r"data-rates='([^']*)'")
 PAGES = (
@@ -62,12 +62,26 @@ def console(brokers: Brokers, database_url: str, browser: Browser) -> Iterator[t
     page.close()
 
 
-def test_no_page_has_a_script_or_console_error(console: tuple[Page, str, list[str]]) -> None:
+# The pages whose pictures docs/operations.md shows beside test_console.py's, saved by the SQLite run.
+PICTURED = {
+    "/console/publish": "publish",
+    "/console/tokens": "tokens",
+    "/console/audit": "audit",
+    "/console/config": "config",
+    "/console/mqtt/principals": "mqtt-principals",
+}
+
+
+def test_no_page_has_a_script_or_console_error(
+    console: tuple[Page, str, list[str]], database_url: str
+) -> None:
     page, base, errors = console
     for path in PAGES:
         page.goto(base + path)
         expect(page.locator("h1").first).to_be_visible()
         page.wait_for_timeout(300)  # the scripts run after the page has loaded
+        if path in PICTURED:
+            shot(page, PICTURED[path], database_url.startswith("sqlite"))
     assert errors == []
 
 

@@ -419,7 +419,7 @@ class Session:
     def _on_disconnect(self, packet: Disconnect) -> list[Action]:
         """A DISCONNECT: the will goes only with MQTT 5.0's Disconnect with Will Message, and a
         Session Expiry Interval it sets replaces the CONNECT's, except that a session that was
-        to end with the connection cannot be made to outlive it [MQTT-3.14.2-2]."""
+        to end with the connection cannot be made to outlive it (section 3.14.2.2.2)."""
         expiry = packet.properties.session_expiry_interval
         if expiry is not None and self.expiry is not None:
             if expiry and not self.expiry:

@@ -102,7 +102,10 @@ MAX_WEIGHT_PER_BATCH = 1000
 URGENT_COMPANY = 200  # publications of the waiting clients that go in a batch with urgent jobs
 LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
-QOS_CACHE = 1024  # topics whose granted QoS an outlet remembers
+QOS_CACHE = 1024  # topics whose rules an outlet remembers
+# A grant is the QoS granted with, beside it, MQTT 5.0's No Local and Retain As Published bits
+# (the Subscription Options byte without Retain Handling, which acts at SUBSCRIBE only).
+QOS_BITS, NO_LOCAL, AS_PUBLISHED, GRANT_BITS = 0b0011, 0b0100, 0b1000, 0b1111
 SESSION_QUEUE = "MQTT session"  # the description of a session's queue
 FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
 GATEWAY_TASK = "mqtt-gateway"
@@ -126,20 +129,29 @@ class Outlet:
     loop: asyncio.AbstractEventLoop
     behind: bool = True
     max_packet: int = 0  # the largest packet an MQTT 5.0 client takes (0: any)
-    _qos: dict[str, int] = field(default_factory=dict)  # by topic, until the grants change
+    _rules: dict[str, Rules] = field(default_factory=dict)  # by topic, until the grants change
+
+    def rules(self, topic: str) -> Rules:
+        """How the session's subscriptions take a publication on ``topic`` (matching each filter
+        once per topic, not per delivery)."""
+        found = self._rules.get(topic)
+        if found is None:
+            if len(self._rules) >= QOS_CACHE:
+                self._rules.clear()
+            found = self._rules[topic] = Rules.of(self.granted, topic)
+        return found
 
     def qos(self, topic: str) -> int:
-        """The QoS granted for ``topic`` (matching each filter once per topic, not per delivery)."""
-        found = self._qos.get(topic)
-        if found is None:
-            if len(self._qos) >= QOS_CACHE:
-                self._qos.clear()
-            found = self._qos[topic] = _granted_qos(self.granted, topic)
-        return found
+        """The QoS granted for ``topic``."""
+        return self.rules(topic).qos
+
+    def as_published(self, topic: str) -> bool:
+        """Whether a publication on ``topic`` goes with RETAIN as its publisher set it."""
+        return self.rules(topic).as_published
 
     def fits(self, publish: Publish, qos: int) -> bool:
         """Whether ``publish`` sent at ``qos`` is within the client's Maximum Packet Size; one
-        that is not is dropped as if sent [MQTT-3.1.2-25]."""
+        that is not is dropped as if sent (section 3.1.2.11.4)."""
         if not self.max_packet:
             return True
         sent = replace(publish, qos=qos, packet_id=1 if qos else None)
@@ -154,12 +166,36 @@ class Outlet:
 
     def grant(self, granted: list[tuple[str, int]]) -> None:
         self.granted.update(granted)
-        self._qos.clear()
+        self._rules.clear()
 
     def revoke(self, filters: tuple[str, ...]) -> None:
         for text in filters:
             self.granted.pop(text, None)
-        self._qos.clear()
+        self._rules.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """How a session's subscriptions that match one topic take a publication on it (one copy
+    whatever their number): the highest QoS granted and whether RETAIN goes as published; and
+    the same for its own client's publications, the No Local subscriptions left out (``own_qos``
+    -1: every one of them is No Local, and its own publications are not sent to it)."""
+
+    qos: int
+    as_published: bool
+    own_qos: int
+    own_as_published: bool
+
+    @classmethod
+    def of(cls, granted: dict[str, int], topic: str) -> Rules:
+        matching = [grant for text, grant in granted.items() if matches(text, topic)]
+        others = [grant for grant in matching if not grant & NO_LOCAL]
+        return cls(
+            max((grant & QOS_BITS for grant in matching), default=0),
+            any(grant & AS_PUBLISHED for grant in matching),
+            max((grant & QOS_BITS for grant in others), default=-1),
+            any(grant & AS_PUBLISHED for grant in others),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,11 +403,14 @@ class Batch:
         live: Publish | None = None,
         headers: rfh2.RFH2Body | None = None,
         command: psc.Command | None = None,
+        publisher: str = "",
     ) -> Outcome:
         """Route ``message`` (its MQRFH2 decoded as ``headers``, if given) as if taken from
         ``source_queue``; later jobs see its changes. Its deliveries to outlets that are
         caught up go straight out as ``live`` (the MQTT publication routed), the others to
-        their queues."""
+        their queues. ``publisher``: the client id of ``live``'s client, whose own session's
+        No Local subscriptions do not take it (that session is always this gateway's: its
+        client is connected here)."""
         source = engine.source_of(self.state, source_queue)
         outcome = engine.route(message, source, self.state, self.now, headers=headers, command=command)
         self.state.apply_all(outcome.effects)
@@ -383,8 +422,16 @@ class Batch:
         for effect in outcome.effects:
             if type(effect) is Deliver:
                 outlet = outlets.get(effect.queue)
-                if outlet is not None and plain is not None and self._direct(outlet, plain, qos):
-                    continue  # its MQRFH2 message is never built
+                if outlet is not None and live is not None and plain is not None:
+                    rules = outlet.rules(plain.topic)
+                    own = bool(publisher) and outlet.client_id == publisher
+                    granted, as_published = (
+                        (rules.own_qos, rules.own_as_published) if own else (rules.qos, rules.as_published)
+                    )
+                    if granted < 0:
+                        continue  # No Local: never its own client's
+                    if self._direct(outlet, plain, min(qos, granted), as_published and live.retain):
+                        continue  # its MQRFH2 message is never built
                 effect = effect.put()
             if type(effect) is Put and not effect.q_mgr and (outlet := outlets.get(effect.queue)) is not None:
                 outlet.behind = True
@@ -396,12 +443,14 @@ class Batch:
         """Route a command built in this process, as it was built (nothing parsed again)."""
         return self.route(typed.message, source_queue, headers=typed.headers, command=typed.command)
 
-    def _direct(self, outlet: Outlet, plain: Publish, qos: int) -> bool:
-        """Deliver a publication of QoS ``qos`` to a caught-up outlet without its queue (as
-        ``plain``, its QoS 0 form, or numbered at the QoS granted); False if it must queue."""
+    def _direct(self, outlet: Outlet, plain: Publish, qos: int, retain: bool) -> bool:
+        """Deliver a publication at QoS ``qos`` (its own and the one granted, the lower) to a
+        caught-up outlet without its queue (as ``plain``, its QoS 0 form, or numbered), RETAIN 1
+        if ``retain`` (Retain As Published); False if it must queue."""
         if outlet.behind:
             return False
-        qos = qos and min(qos, outlet.qos(plain.topic))
+        if retain:  # Retain As Published
+            plain = replace(plain, retain=True)
         if not outlet.fits(plain, qos):
             return True  # dropped: not queued either
         if qos:
@@ -1151,12 +1200,12 @@ class Gateway:
         refused for, or 0. A client's on a ``$`` topic is refused whatever the ACL says."""
         if client_id and server_topic(publish.topic):
             return int(Reason.MQRC_NOT_AUTHORIZED)
-        return self._publish_one(batch, publish, user_id, origin)
+        return self._publish_one(batch, publish, user_id, origin, client_id)
 
-    def _publish_one(self, batch: Batch, publish: Publish, user_id: str, origin: str) -> int:
-        """Route one PUBLISH; the reason it was refused for, or 0."""
+    def _publish_one(self, batch: Batch, publish: Publish, user_id: str, origin: str, publisher: str) -> int:
+        """Route one PUBLISH of ``publisher``'s client; the reason it was refused for, or 0."""
         message, headers = translation.decoded_publication(publish, user_id, origin)
-        outcome = batch.route(message, self.stream, publish, headers)
+        outcome = batch.route(message, self.stream, publish, headers, publisher=publisher)
         if publish.retain and not publish.payload:
             batch.route(translation.retained_deletion(publish.topic, user_id), self.stream)
         return outcome.reason if outcome.completion == pscr.ERROR else 0
@@ -1177,7 +1226,7 @@ class Gateway:
             granted: list[tuple[str, int]] = []
             outlet = self.outlets.get(queue_name)
             for text, options in topics:
-                qos, handling = options & 0b11, options >> 4 & 0b11
+                qos, handling = options & QOS_BITS, options >> 4 & 0b11
                 known = handling == 1 and outlet is not None and text in outlet.granted
                 typed = translation.typed_registration(
                     (text,),
@@ -1190,10 +1239,10 @@ class Gateway:
                     answers.append((SUBACK_FAILURE, outcome.reason))
                 else:
                     answers.append((qos, 0))
-                    granted.append((text, qos))
+                    granted.append((text, options & GRANT_BITS))
             if refused := sum(1 for code, _ in answers if code == SUBACK_FAILURE):
                 batch.refused[client_id] += refused
-            batch.grants.update({(key, sessions.filter_key(text)): (text, qos) for text, qos in granted})
+            batch.grants.update({(key, sessions.filter_key(text)): (text, grant) for text, grant in granted})
             if outlet is not None:
                 outlet.grant(granted)
             return Subscribed(answers, queue_name in batch.queued)
@@ -1288,7 +1337,15 @@ class Gateway:
             def number(publish: Publish, qos: int) -> Publish:
                 return batch.outbound(outlet.key, batch.number(outlet.window), publish, qos)
 
-            taken, publishes = self._take(batch, queue_name, count, outlet.qos, number, fits=outlet.fits)
+            taken, publishes = self._take(
+                batch,
+                queue_name,
+                count,
+                outlet.qos,
+                number,
+                fits=outlet.fits,
+                as_published=outlet.as_published,
+            )
             if taken < count:
                 outlet.behind = False
             if publishes:
@@ -1307,10 +1364,11 @@ class Gateway:
         origin: str = "",
         *,
         fits: Callable[[Publish, int], bool] | None = None,
+        as_published: Callable[[str], bool] | None = None,
     ) -> tuple[int, list[Publish]]:
         """Take up to ``count`` messages off ``queue_name``: how many there were, and the
         publications to send (QoS 1/2 ones numbered and stored by ``number``; none that
-        ``fits`` says the client cannot take)."""
+        ``fits`` says the client cannot take; RETAIN as published where ``as_published``)."""
         taken = batch.uow.get_batch(queue_name, count)
         out: list[Publish] = []
         for message in taken:
@@ -1322,6 +1380,8 @@ class Gateway:
             if origin and translation.origin(message) == origin:
                 continue
             qos = min(publish.qos, granted(publish.topic))
+            if as_published is not None and not publish.retain and as_published(publish.topic):
+                publish = replace(publish, retain=translation.published_retained(message))
             if fits is not None and not fits(publish, qos):
                 continue
             out.append(number(publish, qos) if qos else replace(publish, qos=0))
@@ -1360,7 +1420,7 @@ def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
 def _granted_qos(granted: dict[str, int], topic: str) -> int:
     """The highest QoS granted by the session's filters that match ``topic`` (one copy is
     delivered however many of them match)."""
-    return max((qos for text, qos in granted.items() if matches(text, topic)), default=0)
+    return max((grant & QOS_BITS for text, grant in granted.items() if matches(text, topic)), default=0)
 
 
 def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Answer, Any, bool]]) -> None:

@@ -5,13 +5,16 @@ the default stream: ``<psc>`` with the topic (RetainPub for RETAIN=1), the paylo
 body, the client's principal as UserIdentifier; so the one engine authorises, matches,
 retains and forwards it, and MQRFH2 subscribers receive an ordinary publication. Its QoS
 travels in an ``<mqtt>`` folder (passed through to subscribers like ``<usr>``) and in the
-persistence (QoS 0 non-persistent). A publication without that folder (an MQRFH2
+persistence (QoS 0 non-persistent), with ``<retain>1</retain>`` when the client set RETAIN
+(for subscriptions with Retain As Published) and an MQTT 5.0 publication's properties
+(``broker.protocol.mqtt.folders``). A publication without that folder (an MQRFH2
 application's) counts as QoS 2 when persistent and 0 otherwise; an MQTT subscriber gets
 it at the lower of that and the QoS it was granted.
 
 SUBSCRIBE and UNSUBSCRIBE become RegSub and DeregSub of the session's queue, with
 InformIfRet so that retained publications sent for a new subscription carry
-IsRetainedPub, which becomes RETAIN=1 (live ones carry RETAIN=0).
+IsRetainedPub, which becomes RETAIN=1 (live ones carry RETAIN=0, or the publisher's with
+Retain As Published).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ CACHED_BODY = 64 * 1024
 TEMPLATES = 4096  # topics whose publication template is kept
 _QOS = re.compile(r"<qos>([0-2])</qos>")
 _ORIGIN = re.compile(rb"<mqtt><qos>[0-2]</qos><origin>([A-Za-z0-9._-]+)</origin>")
+_RETAINED = re.compile(rb"<mqtt><qos>[0-2]</qos>(?:<origin>[A-Za-z0-9._-]+</origin>)?<retain>1</retain>")
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
 # A session's subscriptions go when it does, whoever registered them: the broker's own act.
 DISCARD_OPTIONS = RegOpt.DeregAll | RegOpt.VariableUserId
@@ -83,7 +87,7 @@ def _headers(
 ) -> tuple[Message, rfh2.RFH2Body]:
     """The Publish command of a publication on ``topic`` with an empty payload (the MQRFH2's
     headers come first, the payload is what follows them), and its headers as decoded."""
-    marked = f"<origin>{origin}</origin>" if origin else ""
+    marked = (f"<origin>{origin}</origin>" if origin else "") + ("<retain>1</retain>" if retain else "")
     command = psc.Publish((topic,), options=PubOpt.RetainPub if retain else psc.NO_PUB_OPTIONS)
     carried = folders.mqtt_elements(properties)
     user = folders.user_folder(properties)
@@ -153,6 +157,12 @@ def origin(message: Message) -> str:
     """The bridge a delivered publication came over ("" if none)."""
     found = _ORIGIN.search(message.body)
     return found.group(1).decode() if found else ""
+
+
+def published_retained(message: Message) -> bool:
+    """Whether the MQTT client that published a delivered publication set RETAIN (for a
+    subscription with Retain As Published, whose live deliveries keep it)."""
+    return _RETAINED.search(message.body) is not None
 
 
 def delivery(message: Message) -> Publish:

@@ -403,3 +403,56 @@ def test_an_expired_publication_is_never_delivered(broker: MqttBroker) -> None:
     )
     with pytest.raises(TimeoutError):
         back.next(timeout=0.5)
+
+
+def test_no_local_keeps_a_clients_own_publications_from_it(broker: MqttBroker) -> None:
+    raw, _ = raw5(broker, "chatty")
+    raw.send(
+        Subscribe(
+            1,
+            (
+                ("room/+", SubscriptionOptions.of(1, no_local=True)),
+                ("room/b", SubscriptionOptions.of(0)),  # matches room/b without No Local
+            ),
+        )
+    )
+    assert raw.next() == SubAck(1, (1, 0))
+    raw.send(Publish("room/a", b"mine", 1, packet_id=1), Publish("room/b", b"mine too", 1, packet_id=2))
+    other = Paho(broker.port, "other")
+    other.connect()
+    other.publish("room/a", b"theirs", 1)
+    got = [raw.next() for _ in range(4)]
+    publications = [(p.topic, p.payload, p.qos) for p in got if isinstance(p, Publish)]
+    assert publications == [("room/b", b"mine too", 0), ("room/a", b"theirs", 1)]  # not room/a's own
+    assert [p for p in got if isinstance(p, PubAck)] == [PubAck(1), PubAck(2)]
+
+
+@pytest.mark.parametrize("online", [True, False], ids=["live", "queued"])
+def test_retain_as_published_keeps_the_publishers_retain_flag(broker: MqttBroker, online: bool) -> None:
+    lasting = Properties(session_expiry_interval=300)
+    sub = Raw(broker.port, level=MQTT_5)
+    sub.connect("keeper", properties=lasting)
+    both = (
+        ("flag/kept", SubscriptionOptions.of(1, retain_as_published=True)),
+        ("flag/plain", SubscriptionOptions.of(1)),
+    )
+    sub.send(Subscribe(1, both))
+    assert raw_suback(sub) == (1, 1)
+    if not online:
+        sub.send(Disconnect())
+        sub.close()
+    pub = Paho(broker.port, "pub")
+    pub.connect()
+    pub.publish("flag/kept", b"k", 1, retain=True)
+    pub.publish("flag/plain", b"p", 1, retain=True)
+    if not online:
+        sub = Raw(broker.port, level=MQTT_5)
+        sub.connect("keeper", clean=False, properties=lasting)
+    got = sorted((p.topic, p.retain) for p in (sub.next(), sub.next()) if isinstance(p, Publish))
+    assert got == [("flag/kept", True), ("flag/plain", False)]
+
+
+def raw_suback(raw: Raw) -> tuple[int, ...]:
+    answer = raw.next()
+    assert isinstance(answer, SubAck)
+    return answer.return_codes
