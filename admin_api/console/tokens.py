@@ -31,9 +31,14 @@ DAY = 86_400  # seconds: the console's new tokens expire after whole days
 @router.get("")
 def list_tokens(request: Request, session: Admin, svc: Svc, after: RowCursor = 0) -> HTMLResponse:
     page = api.list_tokens(session.token, svc, after=after, limit=PAGE)
-    after_page = page.next_after
     return render(
-        request, "tokens.html", session, tokens=page.items, after=after, next_after=after_page, now=now_ms()
+        request,
+        "tokens.html",
+        session,
+        tokens=page.items,
+        after=after,
+        next_after=page.next_after,
+        now=now_ms(),
     )
 
 
