@@ -813,12 +813,13 @@ Password = Annotated[
 
 class MqttGrant(BaseModel):
     """A subscription of an MQTT session: its topic filter, the QoS granted, and MQTT 5.0's No
-    Local and Retain As Published options."""
+    Local and Retain As Published options and Subscription Identifier (null: none)."""
 
     filter: str
     qos: int
     no_local: bool = False
     retain_as_published: bool = False
+    subscription_identifier: int | None = None
 
 
 class MqttSessionDetail(MqttSession):

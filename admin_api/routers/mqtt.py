@@ -95,16 +95,20 @@ def session_detail(svc: Services, client_id: str) -> MqttSessionDetail:
     if found is None:
         raise NoSuchSession(client_id)
     shown = session_out(svc, [found])[0]
-    grants = [
-        MqttGrant(
-            filter=text,
-            qos=options.qos,
-            no_local=options.no_local,
-            retain_as_published=options.retain_as_published,
-        )
-        for text, options in ((text, SubscriptionOptions(grant)) for text, grant in sorted(granted.items()))
-    ]
+    grants = [grant_out(text, grant) for text, grant in sorted(granted.items())]
     return MqttSessionDetail(**shown.model_dump(), subscriptions=grants)
+
+
+def grant_out(text: str, grant: int) -> MqttGrant:
+    """One subscription of a session, its grant read (``broker.store.mqtt.ID_SHIFT``)."""
+    options = SubscriptionOptions(grant & mqtt.OPTION_BITS)
+    return MqttGrant(
+        filter=text,
+        qos=options.qos,
+        no_local=options.no_local,
+        retain_as_published=options.retain_as_published,
+        subscription_identifier=grant >> mqtt.ID_SHIFT or None,
+    )
 
 
 @router.get(

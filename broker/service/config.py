@@ -107,8 +107,12 @@ class Settings:
     mqtt_max_unrouted_bytes: int = 1024 * 1024
     mqtt_max_unrouted_total: int = 2000
     mqtt_max_unrouted_total_bytes: int = 2 * 1024 * 1024
-    # Topic aliases an MQTT 5.0 client may set on its publications (0: none).
+    # Topic aliases an MQTT 5.0 client may set on its publications, and the most the listener
+    # sets on what it sends a client that takes them (0: none).
     mqtt_topic_alias_maximum: int = 10
+    # What an MQTT 5.0 client asking for Response Information is told: this, then its client id
+    # and "/" ("" = none is told).
+    mqtt_response_information: str = "response/"
     # Listener processes sharing the MQTT ports (SO_REUSEPORT) and the sessions, through the
     # database (broker.service.mqtt.processes).
     mqtt_processes: int = 1

@@ -55,7 +55,7 @@ from broker.protocol.mqtt.packets import (
     Properties,
     Will,
 )
-from broker.protocol.mqtt.v5.properties import read_properties, write_properties
+from broker.protocol.mqtt.v5.properties import WILL, read_properties, write_properties
 from broker.protocol.mqtt.wire import PUBLISH, Reader
 from broker.store.schema import (
     mqtt_inbound,
@@ -70,6 +70,7 @@ from queues.reasons import Reason
 from queues.sql import insert_new, padded
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
+SHARE_QUEUE_PREFIX = QUEUE_PREFIX + "SHARE."  # + 30 hex digits
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 VERSIONS = {MQTT_31: "3.1", MQTT_311: "3.1.1", MQTT_5: "5.0"}  # by CONNECT protocol level
 
@@ -90,6 +91,15 @@ def queue_for(client_id: str) -> str:
     """The session queue of ``client_id``: a name of MQ characters whatever the id holds."""
     digest = blake2b(client_id.encode("utf-8"), digest_size=18, person=b"mqtt-queue").hexdigest()
     return QUEUE_PREFIX + digest.upper()
+
+
+def share_queue_for(share: str, topic_filter: str) -> str:
+    """The queue of the shared subscription ``$share/{share}/{topic_filter}``: its members
+    take its publications from it in turn. Its name is under :data:`QUEUE_PREFIX` (an MQTT
+    queue) but never a session queue's, whose suffix is hex digits alone."""
+    text = f"{share}/{topic_filter}".encode()
+    digest = blake2b(text, digest_size=15, person=b"mqtt-share").hexdigest()
+    return SHARE_QUEUE_PREFIX + digest.upper()
 
 
 # -- passwords -----------------------------------------------------------------------------
@@ -220,6 +230,7 @@ class StoredSession:
     expiry: int | None = None  # MQTT 5.0's Session Expiry Interval (None: 3.1 or 3.1.1)
     receive_maximum: int | None = None  # MQTT 5.0: as its client's CONNECT gave them
     topic_alias_maximum: int | None = None
+    will_due: int | None = None  # epoch ms its client's will is due, if it waits (MQTT 5.0)
 
     @property
     def key(self) -> bytes:
@@ -306,7 +317,8 @@ def count_sessions(conn: Connection) -> tuple[int, int]:
     return int(online), int(total)
 
 
-_GONE = {"online": 0, "will_topic": None, "will_payload": None, "will_qos": 0, "will_retain": 0}
+_NO_WILL = {"will_topic": None, "will_payload": None, "will_properties": None, "will_due": None}
+_GONE = {"online": 0, **_NO_WILL, "will_qos": 0, "will_retain": 0}
 
 
 def set_offline(
@@ -339,7 +351,62 @@ def release_owner(conn: Connection, owner: str, now: int) -> list[StoredSession]
 def clear_will(conn: Connection, client_id: str) -> None:
     """The will of ``client_id``'s connection has been published (in this transaction)."""
     statement = update(mqtt_sessions).where(mqtt_sessions.c.session_key == session_key(client_id))
-    conn.execute(statement.values(will_topic=None, will_payload=None))
+    conn.execute(statement.values(_NO_WILL))
+
+
+def delay_wills(conn: Connection, now: int, delayed: Sequence[tuple[str, Will, int]], owner: str) -> None:
+    """The sessions' clients have gone (by the epoch ms ``now``) and their wills wait: each
+    (client id, will, epoch ms it is due) is kept with its session, offline, for whoever
+    publishes it when due (:func:`take_due_wills`) or when the session ends first. Only the
+    sessions ``owner`` held: one taken over since is another's."""
+    if not delayed:
+        return
+    sessions = mqtt_sessions.c
+    names = ("will_topic", "will_payload", "will_qos", "will_retain", "will_properties")
+    rows = [
+        {"k": session_key(client_id), **_will_columns(will), "will_due": due}
+        for client_id, will, due in delayed
+    ]
+    statement = (
+        update(mqtt_sessions)
+        .where(sessions.session_key == bindparam("k"), sessions.owner == owner)
+        .values(
+            online=0,
+            offline_since=now,
+            will_due=bindparam("will_due"),
+            **{name: bindparam(name) for name in names},
+        )
+    )
+    conn.execute(statement, rows)
+
+
+def wills_due(conn: Connection, now: int) -> bool:
+    """Whether a will that waited is due by the epoch ms ``now`` (one look at an index)."""
+    statement = select(mqtt_sessions.c.will_due).where(mqtt_sessions.c.will_due <= now).limit(1)
+    return conn.execute(statement).first() is not None
+
+
+def take_wills(
+    conn: Connection, *, due_by: int | None = None, client_ids: Sequence[str] | None = None
+) -> list[StoredSession]:
+    """The offline sessions whose wills wait, with them: those due by the epoch ms ``due_by``,
+    or those of ``client_ids`` (their sessions end), the wills taken from them in this
+    transaction for the caller to publish in it. So each is published once, whoever takes it:
+    rows another transaction holds are passed over (PostgreSQL), as that one is taking them or
+    opening the session again."""
+    if client_ids is not None and not client_ids:
+        return []
+    sessions = mqtt_sessions.c
+    statement = select(mqtt_sessions).where(sessions.will_due.is_not(None), sessions.online == 0)
+    if due_by is not None:
+        statement = statement.where(sessions.will_due <= due_by)
+    if client_ids is not None:
+        statement = statement.where(sessions.session_key.in_(padded(map(session_key, client_ids))))
+    taken = [_session(row) for row in conn.execute(statement.with_for_update(skip_locked=True))]
+    if taken:
+        keys = padded([stored.key for stored in taken])
+        conn.execute(update(mqtt_sessions).where(sessions.session_key.in_(keys)).values(_NO_WILL))
+    return taken
 
 
 def _session(row: Row[Any]) -> StoredSession:
@@ -367,12 +434,39 @@ def _session(row: Row[Any]) -> StoredSession:
         m["expiry"],
         m["receive_maximum"],
         m["topic_alias_maximum"],
+        m["will_due"],
     )
 
 
 def _will(m: RowMapping) -> Will | None:
     topic = m["will_topic"]
-    return None if topic is None else Will(topic, m["will_payload"], m["will_qos"], bool(m["will_retain"]))
+    if topic is None:
+        return None
+    block = m["will_properties"]
+    properties = (
+        NO_PROPERTIES if block is None else read_properties(Reader(bytearray(block), 0, len(block)), WILL)
+    )
+    return Will(topic, m["will_payload"], m["will_qos"], bool(m["will_retain"]), properties)
+
+
+def _will_columns(will: Will | None) -> dict[str, Any]:
+    """The columns that hold ``will`` (None: no will)."""
+    if will is None:
+        return {
+            "will_topic": None,
+            "will_payload": None,
+            "will_qos": 0,
+            "will_retain": 0,
+            "will_properties": None,
+        }
+    block = write_properties(will.properties, WILL)
+    return {
+        "will_topic": will.topic,
+        "will_payload": will.payload,
+        "will_qos": will.qos,
+        "will_retain": int(will.retain),
+        "will_properties": block if len(block) > 1 else None,  # more than an empty block's length
+    }
 
 
 def save_session(conn: Connection, session: StoredSession) -> None:
@@ -414,6 +508,8 @@ _CONNECTION_COLUMNS = (
     "will_payload",
     "will_qos",
     "will_retain",
+    "will_properties",
+    "will_due",
     "keepalive",
     "bytes_in",
     "bytes_out",
@@ -434,10 +530,8 @@ def _connection(session: StoredSession) -> dict[str, Any]:
         "online": 1,
         "offline_since": 0,
         "owner": session.owner,
-        "will_topic": None if session.will is None else session.will.topic,
-        "will_payload": None if session.will is None else session.will.payload,
-        "will_qos": 0 if session.will is None else session.will.qos,
-        "will_retain": int(session.will is not None and session.will.retain),
+        **_will_columns(session.will),
+        "will_due": None,
         "keepalive": session.keepalive,
         "bytes_in": session.bytes_in,
         "bytes_out": session.bytes_out,
@@ -560,8 +654,14 @@ def delete_sessions(conn: Connection, client_ids: Sequence[str]) -> None:
 # -- subscriptions -------------------------------------------------------------------------
 
 
+# A grant: the QoS granted (in MQTT 5.0 the Subscription Options byte without Retain Handling,
+# column qos) and, above those bits, the SUBSCRIBE's Subscription Identifier (column
+# subscription_id; 0: none). One int, as every delivery's rules read it.
+OPTION_BITS, ID_SHIFT = 0b1111, 4
+
+
 def granted(conn: Connection, client_id: str) -> dict[str, int]:
-    """The session's filters and the QoS granted to each."""
+    """The session's filters and the grant of each."""
     return granted_of(conn, [client_id])[client_id]
 
 
@@ -570,13 +670,13 @@ def granted_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, dict[st
     clients = _by_key(client_ids)
     subscriptions = mqtt_subscriptions.c
     rows = conn.execute(
-        select(subscriptions.session_key, subscriptions.filter, subscriptions.qos).where(
-            subscriptions.session_key.in_(padded(clients))
-        )
+        select(
+            subscriptions.session_key, subscriptions.filter, subscriptions.qos, subscriptions.subscription_id
+        ).where(subscriptions.session_key.in_(padded(clients)))
     )
     found: dict[str, dict[str, int]] = {client_id: {} for client_id in client_ids}
     for row in rows:
-        found[clients[row.session_key]][row.filter] = row.qos
+        found[clients[row.session_key]][row.filter] = row.qos | row.subscription_id << ID_SHIFT
     return found
 
 
@@ -584,7 +684,7 @@ def _by_key(client_ids: Sequence[str]) -> dict[bytes, str]:
     return {session_key(client_id): client_id for client_id in client_ids}
 
 
-# A subscription's row, by (session key, filter key): (filter, QoS granted), or None: revoked.
+# A subscription's row, by (session key, filter key): (filter, grant), or None: revoked.
 Grants = Mapping[tuple[bytes, bytes], tuple[str, int] | None]
 
 
@@ -604,8 +704,13 @@ def set_grants(conn: Connection, grants: Grants) -> None:
     if not grants:
         return
     _delete_pairs(conn, mqtt_subscriptions, "filter_key", list(grants))
-    rows = [(key, fkey, value[0], value[1]) for (key, fkey), value in grants.items() if value is not None]
-    _insert_rows(conn, mqtt_subscriptions, ("session_key", "filter_key", "filter", "qos"), rows)
+    rows = [
+        (key, fkey, value[0], value[1] & OPTION_BITS, value[1] >> ID_SHIFT)
+        for (key, fkey), value in grants.items()
+        if value is not None
+    ]
+    columns = ("session_key", "filter_key", "filter", "qos", "subscription_id")
+    _insert_rows(conn, mqtt_subscriptions, columns, rows)
 
 
 # -- QoS 2 ids received --------------------------------------------------------------------

@@ -182,6 +182,10 @@ mqtt_sessions = Table(
     Column("will_payload", LargeBinary),
     Column("will_qos", SmallInteger, nullable=False, server_default="0"),
     Column("will_retain", SmallInteger, nullable=False, server_default="0"),
+    # MQTT 5.0: the will's properties, as a CONNECT holds them (NULL: none), and, once its
+    # client has gone, when the will is due if it waits (epoch ms; NULL: it does not wait)
+    Column("will_properties", LargeBinary),
+    Column("will_due", BigInteger),
     Column("keepalive", Integer, nullable=False, server_default="0"),  # seconds, of its last CONNECT
     # bytes its client sent and was sent on its current (or last) connection, as its listener
     # last wrote them (every few seconds)
@@ -194,6 +198,8 @@ mqtt_sessions = Table(
     Column("receive_maximum", Integer),
     Column("topic_alias_maximum", Integer),
 )
+
+Index("ix_psb_mqtt_sessions_will_due", mqtt_sessions.c.will_due)
 
 # The MQTT listener processes of the cluster's nodes (``broker.store.nodes``), a row each: it
 # counts up its beat; one whose beat stops is declared dead by another, which releases its
@@ -221,7 +227,9 @@ mqtt_subscriptions = Table(
     Column("session_key", LargeBinary(16), primary_key=True),
     Column("filter_key", LargeBinary(16), primary_key=True),
     Column("filter", Text, nullable=False),
-    Column("qos", SmallInteger, nullable=False),
+    Column("qos", SmallInteger, nullable=False),  # MQTT 5.0: the options, without Retain Handling
+    # MQTT 5.0: the SUBSCRIBE's Subscription Identifier, carried by its deliveries (0: none)
+    Column("subscription_id", Integer, nullable=False, server_default="0"),
 )
 
 # Received QoS 2 message ids routed and awaiting PUBREL: exactly once across restarts.

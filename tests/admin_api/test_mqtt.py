@@ -110,14 +110,27 @@ def test_one_session_with_its_subscriptions_keepalive_and_bytes(api: Api) -> Non
             keepalive=30,
         )
         mqtt.save_session(uow.connection, stored)
-        mqtt.grant(uow.connection, "meter/7", [("tariff/#", 1), ("cmd/meter/7", 0 | 0b1100)])  # 5.0 options
+        options = 0b1100 | 9 << mqtt.ID_SHIFT  # 5.0's No Local, Retain As Published, Subscription Identifier
+        mqtt.grant(uow.connection, "meter/7", [("tariff/#", 1), ("cmd/meter/7", options)])
         mqtt.record_traffic(uow.connection, "m1", {"meter/7": (1066, 13)})
     found = api.get(f"{SESSIONS}/meter%2F7", "viewer").json()
     assert (found["client_id"], found["protocol_version"], found["keepalive"]) == ("meter/7", "3.1", 30)
     assert (found["bytes_in"], found["bytes_out"], found["queued"], found["in_flight"]) == (1066, 13, 0, 0)
     assert found["subscriptions"] == [
-        {"filter": "cmd/meter/7", "qos": 0, "no_local": True, "retain_as_published": True},
-        {"filter": "tariff/#", "qos": 1, "no_local": False, "retain_as_published": False},
+        {
+            "filter": "cmd/meter/7",
+            "qos": 0,
+            "no_local": True,
+            "retain_as_published": True,
+            "subscription_identifier": 9,
+        },
+        {
+            "filter": "tariff/#",
+            "qos": 1,
+            "no_local": False,
+            "retain_as_published": False,
+            "subscription_identifier": None,
+        },
     ]
     assert sessions(api)["meter/7"] == {k: v for k, v in found.items() if k != "subscriptions"}
     assert_problem(api.get(f"{SESSIONS}/nobody", "viewer"), 404, "MQRC_UNKNOWN_OBJECT_NAME")

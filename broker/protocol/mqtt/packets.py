@@ -203,6 +203,11 @@ class Subscribe:
     topics: tuple[tuple[str, int], ...]
     properties: Properties = NO_PROPERTIES
 
+    @property
+    def subscription_identifier(self) -> int:
+        """MQTT 5.0's Subscription Identifier of every filter here (0: none; one at most)."""
+        return next(iter(self.properties.subscription_identifiers), 0)
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class SubAck:

@@ -25,10 +25,10 @@ the one generated is told in the CONNACK; the session lasts its Session Expiry I
 the connection (0: it ends with it), which a DISCONNECT may change; every refusal carries its
 reason code (CONNACK, PUBACK, PUBREC, SUBACK) and a connection the server ends once open gets a
 DISCONNECT saying why; the CONNACK tells the client the :class:`Limits` it is held to (inbound
-publications unacknowledged at once, topic aliases, packet size) and what this broker does not
-offer (shared subscriptions, subscription identifiers), which SUBACK refuses with their reason
-codes. No enhanced authentication: a CONNECT naming a method is refused (Bad authentication
-method) and an AUTH packet is a Protocol Error.
+publications unacknowledged at once, topic aliases, packet size), and Response Information if
+asked; a will waits its Will Delay Interval (:func:`will_delay`); what is sent a client that takes
+topic aliases carries them (:meth:`Session.aliased`). No enhanced authentication: a CONNECT naming
+a method is refused (Bad authentication method) and an AUTH packet is a Protocol Error.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from broker.protocol.mqtt.names import shared_subscription
+from broker.protocol.mqtt.codec import encode
 from broker.protocol.mqtt.packets import (
     CONNACK_ACCEPTED,
     CONNACK_IDENTIFIER_REJECTED,
@@ -92,23 +92,34 @@ class Limits:
     topic_alias_maximum: int = 0
     maximum_packet_size: int = 0
     session_expiry_maximum: int = 0  # seconds a session may outlive its connection (0: no cap)
+    response_prefix: str = ""  # the Response Information's start (docs/decisions.md; "": none)
 
     def expiry(self, requested: int) -> int:
         """The Session Expiry Interval granted for ``requested`` (never, 0xFFFFFFFF, included)."""
         cap = self.session_expiry_maximum
         return min(requested, cap) if cap else requested
 
-    def connack(self, assigned: str | None, expiry: int | None = None) -> Properties:
+    def response_information(self, client_id: str) -> str | None:
+        """What a client asking for Response Information is told: a topic prefix of its own,
+        :attr:`response_prefix` then its client id and a slash (None: no prefix is set, or the
+        id holds a wildcard, which no topic may)."""
+        if not self.response_prefix or "+" in client_id or "#" in client_id:
+            return None
+        return f"{self.response_prefix}{client_id}/"
+
+    def connack(
+        self, assigned: str | None, expiry: int | None = None, response: str | None = None
+    ) -> Properties:
         """The CONNACK's properties (those at their default left out; ``expiry``: the Session
-        Expiry Interval granted, when it is not the one asked for)."""
+        Expiry Interval granted, when it is not the one asked for; ``response``: the Response
+        Information, when asked for)."""
         return Properties(
             session_expiry_interval=expiry,
             assigned_client_identifier=assigned,
+            response_information=response,
             receive_maximum=self.receive_maximum if self.receive_maximum < 65535 else None,
             topic_alias_maximum=self.topic_alias_maximum or None,
             maximum_packet_size=self.maximum_packet_size or None,
-            shared_subscription_available=False,
-            subscription_identifier_available=False,
         )
 
 
@@ -133,6 +144,24 @@ def inflight_limit(connect: Connect, most: int) -> int:
     """QoS 1/2 messages sent to the client unacknowledged at once: ``most``, or fewer if an
     MQTT 5.0 client's Receive Maximum says so."""
     return min(most, connect.properties.receive_maximum or most)
+
+
+def will_delay(will: Will | None, expiry: int | None) -> int:
+    """Seconds ``will`` waits once its connection has ended: its Will Delay Interval, but never
+    past the end of the session, which outlives the connection by ``expiry`` seconds (section
+    3.1.3.2.2). 0 (published at once) in 3.1 and 3.1.1 (``expiry`` None)."""
+    if will is None or not expiry:
+        return 0
+    return min(will.properties.will_delay_interval or 0, expiry)
+
+
+def will_publication(will: Will) -> Publish:
+    """The publication ``will`` makes, with its properties as a PUBLISH carries them (the Will
+    Delay Interval is the server's alone)."""
+    properties = will.properties
+    if properties.will_delay_interval is not None:
+        properties = replace(properties, will_delay_interval=None)
+    return Publish(will.topic, will.payload, will.qos, will.retain, properties=properties)
 
 
 class Phase(Enum):
@@ -246,7 +275,7 @@ class Session:
         "_next_id",
         "_quiet",
         "_received",
-        "_refusing",
+        "_sending_aliases",
         "_started",
         "client_id",
         "connect",
@@ -277,8 +306,10 @@ class Session:
         # aliases the client set, the QoS 2 ids a PUBREC refused (forgotten without PUBCOMP),
         # and the SUBACK codes decided here for the SUBSCRIBEs being registered.
         self._aliases: dict[int, str] | None = None
+        # The topic aliases this server sets on what it sends (None: the client takes none), by
+        # topic; the connection's own, as the client's are.
+        self._sending_aliases: dict[str, int] | None = None
         self._quiet: set[int] | None = None
-        self._refusing: dict[int, dict[int, int]] | None = None
         self._new_client_id = new_client_id
         self._connect_timeout = connect_timeout
         self._started = now
@@ -330,6 +361,12 @@ class Session:
         MQTT 5.0's Session Expiry Interval of 0 (as the CONNECT or the DISCONNECT set it)."""
         return self.connect is not None and ends_with_connection(self.connect, self.expiry)
 
+    @property
+    def will_delay(self) -> int:
+        """Seconds the will waits once the connection has ended (:func:`will_delay`), by the
+        Session Expiry Interval as the CONNECT or the DISCONNECT set it."""
+        return 0 if self.connect is None else will_delay(self.connect.will, self.expiry)
+
     def _on_connect(self, connect: Connect) -> list[Action]:
         client_id = connect.client_id
         self.connect = connect
@@ -338,6 +375,8 @@ class Session:
                 return self.refused(ReasonCode.BAD_AUTHENTICATION_METHOD)
             self.expiry = self._limits.expiry(connect.properties.session_expiry_interval or 0)
             self._assigned = not client_id
+            if min(connect.properties.topic_alias_maximum or 0, self._limits.topic_alias_maximum):
+                self._sending_aliases = {}
             acceptable = True
             client_id = client_id or self._new_client_id()
         elif connect.protocol_level == MQTT_31:
@@ -366,7 +405,9 @@ class Session:
         if self.level == MQTT_5:
             asked = session_expiry(self.connect) if self.connect is not None else None
             granted = self.expiry if self.expiry != asked else None
-            properties = self._limits.connack(self.client_id if self._assigned else None, granted)
+            asking = self.connect is not None and self.connect.properties.request_response_information
+            response = self._limits.response_information(self.client_id) if asking else None
+            properties = self._limits.connack(self.client_id if self._assigned else None, granted, response)
             actions: list[Action] = [Send(ConnAck(present, CONNACK_ACCEPTED, properties))]
         else:
             actions = [Send(ConnAck(present, CONNACK_ACCEPTED))]
@@ -432,28 +473,8 @@ class Session:
         return self._close(f"DISCONNECT ({packet.reason_code:#04x})" if will else "DISCONNECT", will=will)
 
     def _on_subscribe(self, packet: Subscribe) -> list[Action]:
-        """Register the filters; in MQTT 5.0 a shared one, or a SUBSCRIBE with a Subscription
-        Identifier, is refused here with the reason code the CONNACK announced."""
-        if self.level != MQTT_5:
-            return [Register(packet)]
-        refusing: dict[int, int] = {
-            place: (
-                ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED
-                if packet.properties.subscription_identifiers
-                else ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED
-            )
-            for place, (text, _) in enumerate(packet.topics)
-            if packet.properties.subscription_identifiers or shared_subscription(text) is not None
-        }
-        if not refusing:
-            return [Register(packet)]
-        if len(refusing) == len(packet.topics):
-            return [Send(SubAck(packet.packet_id, tuple(refusing.values())))]
-        if self._refusing is None:
-            self._refusing = {}
-        self._refusing[packet.packet_id] = refusing
-        topics = tuple(topic for place, topic in enumerate(packet.topics) if place not in refusing)
-        return [Register(replace(packet, topics=topics))]
+        """Register the filters (the decoder has refused malformed ones)."""
+        return [Register(packet)]
 
     def _on_publish(self, publish: Publish) -> list[Action]:
         if self.level == MQTT_5 and publish.properties.subscription_identifiers:
@@ -531,14 +552,10 @@ class Session:
         return [Send(PubComp(packet_id))] if self.phase is Phase.OPEN else []
 
     def subscribed(self, packet_id: int, return_codes: Sequence[int]) -> list[Action]:
-        """SUBACK, with the codes decided here for the filters not registered in their place."""
+        """SUBACK with a return code (MQTT 5.0: reason code) for each filter."""
         if self.phase is not Phase.OPEN:
             return []
-        refusing = self._refusing.pop(packet_id, None) if self._refusing else None
-        codes = list(return_codes)
-        for place, code in sorted((refusing or {}).items()):
-            codes.insert(place, code)
-        return [Send(SubAck(packet_id, tuple(codes)))]
+        return [Send(SubAck(packet_id, tuple(return_codes)))]
 
     def unsubscribed(self, packet_id: int, count: int = 1) -> list[Action]:
         """UNSUBACK; MQTT 5.0's has a reason code for each of the ``count`` filters."""
@@ -565,6 +582,33 @@ class Session:
                 assert publish.packet_id is not None
                 inflight[publish.packet_id] = publish.qos
         return list(publications)
+
+    def aliased(self, publications: list[Publish]) -> list[Publish]:
+        """``publications`` as written to the client: with topic aliases if it takes them (its
+        Topic Alias Maximum, MQTT 5.0). The first topics sent get one each, up to the smaller of
+        its maximum and this server's; a later publication on one of them goes with the alias
+        and an empty topic (section 3.3.2.3.4). Only what is written comes here: a delivery
+        dropped before never sets an alias the client would not know, and the messages sent
+        again at :meth:`opened` keep their topics."""
+        aliases = self._sending_aliases
+        if aliases is None:
+            return publications
+        return [self._aliased(publish, aliases) for publish in publications]
+
+    def _aliased(self, publish: Publish, aliases: dict[str, int]) -> Publish:
+        alias = aliases.get(publish.topic)
+        if alias is not None:
+            return replace(publish, topic="", properties=replace(publish.properties, topic_alias=alias))
+        assert self.connect is not None
+        properties = self.connect.properties
+        if len(aliases) >= min(properties.topic_alias_maximum or 0, self._limits.topic_alias_maximum):
+            return publish
+        alias = len(aliases) + 1
+        setting = replace(publish, properties=replace(publish.properties, topic_alias=alias))
+        if properties.maximum_packet_size and len(encode(setting, MQTT_5)) > properties.maximum_packet_size:
+            return publish  # the alias would take it over the client's maximum: it goes without
+        aliases[publish.topic] = alias
+        return setting
 
     def _on_ack(self, packet: PubAck | PubRec | PubComp) -> list[Action]:
         packet_id = packet.packet_id

@@ -51,7 +51,7 @@ import queue
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -62,16 +62,20 @@ from broker.core import engine
 from broker.core.cluster import Member
 from broker.core.effects import Deliver, Effect, Outcome, Put
 from broker.core.state import BrokerState, QueueInfo
+from broker.core.subscription import Identity
 from broker.core.topics import matches, server_topic
 from broker.protocol import psc, pscr, rfh2
 from broker.protocol.mqtt.codec import encode
-from broker.protocol.mqtt.packets import MQTT_5, SUBACK_FAILURE, Connect, Publish
+from broker.protocol.mqtt.errors import MqttProtocolError
+from broker.protocol.mqtt.packets import MQTT_5, SUBACK_FAILURE, Connect, Publish, Will
 from broker.protocol.mqtt.session import (
     Outbound,
     Window,
     ends_with_connection,
     inflight_limit,
     session_expiry,
+    will_delay,
+    will_publication,
 )
 from broker.protocol.options import RegOpt
 from broker.service.config import Settings, node_name
@@ -80,6 +84,7 @@ from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import translation
 from broker.service.mqtt.inflight import Inflight
+from broker.service.mqtt.shares import SHARE_DESCRIPTION, Hand, Share, share_of, share_queue
 from broker.service.supervision import SupervisedThread
 from broker.store import mqtt as sessions
 from broker.store import nodes
@@ -104,7 +109,8 @@ LAZY_SECONDS = 0.05
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
 QOS_CACHE = 1024  # topics whose rules an outlet remembers
 # A grant is the QoS granted with, beside it, MQTT 5.0's No Local and Retain As Published bits
-# (the Subscription Options byte without Retain Handling, which acts at SUBSCRIBE only).
+# (the Subscription Options byte without Retain Handling, which acts at SUBSCRIBE only), and
+# above them the subscription's Subscription Identifier (``broker.store.mqtt.ID_SHIFT``).
 QOS_BITS, NO_LOCAL, AS_PUBLISHED, GRANT_BITS = 0b0011, 0b0100, 0b1000, 0b1111
 SESSION_QUEUE = "MQTT session"  # the description of a session's queue
 FRESH_SECONDS = 0.5  # how stale the state a batch without a unit of work routes against may be
@@ -141,14 +147,6 @@ class Outlet:
             found = self._rules[topic] = Rules.of(self.granted, topic)
         return found
 
-    def qos(self, topic: str) -> int:
-        """The QoS granted for ``topic``."""
-        return self.rules(topic).qos
-
-    def as_published(self, topic: str) -> bool:
-        """Whether a publication on ``topic`` goes with RETAIN as its publisher set it."""
-        return self.rules(topic).as_published
-
     def fits(self, publish: Publish, qos: int) -> bool:
         """Whether ``publish`` sent at ``qos`` is within the client's Maximum Packet Size; one
         that is not is dropped as if sent (section 3.1.2.11.4)."""
@@ -177,14 +175,17 @@ class Outlet:
 @dataclass(frozen=True, slots=True)
 class Rules:
     """How a session's subscriptions that match one topic take a publication on it (one copy
-    whatever their number): the highest QoS granted and whether RETAIN goes as published; and
-    the same for its own client's publications, the No Local subscriptions left out (``own_qos``
-    -1: every one of them is No Local, and its own publications are not sent to it)."""
+    whatever their number): the highest QoS granted, whether RETAIN goes as published and the
+    Subscription Identifiers the copy carries (section 3.3.4: all of theirs); and the same for
+    its own client's publications, the No Local subscriptions left out (``own_qos`` -1: every
+    one of them is No Local, and its own publications are not sent to it)."""
 
     qos: int
     as_published: bool
     own_qos: int
     own_as_published: bool
+    ids: tuple[int, ...] = ()
+    own_ids: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, granted: dict[str, int], topic: str) -> Rules:
@@ -195,6 +196,8 @@ class Rules:
             any(grant & AS_PUBLISHED for grant in matching),
             max((grant & QOS_BITS for grant in others), default=-1),
             any(grant & AS_PUBLISHED for grant in others),
+            _identifiers(matching),
+            _identifiers(others),
         )
 
 
@@ -273,11 +276,31 @@ class _Resumed:
 
 @dataclass(frozen=True, slots=True)
 class Drained:
-    """What a drain of a session queue found: ``more`` may be waiting; ``blocked``: the
-    in-flight window is full, so nothing was taken."""
+    """What a drain of a session queue (or a share's) found: ``more`` may be waiting;
+    ``blocked``: the in-flight window is full, so nothing was taken; ``sharing``: a shared
+    subscription of the session's has messages its members had no room for (an
+    acknowledgement of the session's is a reason to look again); ``members``: a share's
+    members connected here."""
 
     more: bool
     blocked: bool = False
+    sharing: bool = False
+    members: tuple[str, ...] = ()
+
+
+class _Direct:
+    """The local queues whose deliveries the gateway hands over itself (the engine builds a
+    message for them only if it goes on the queue after all): connected sessions' queues and
+    the queues of shared subscriptions with members connected here."""
+
+    __slots__ = ("_outlets", "_shares")
+
+    def __init__(self, outlets: dict[str, Outlet], shares: dict[str, Share]) -> None:
+        self._outlets = outlets
+        self._shares = shares
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._outlets or name in self._shares
 
 
 class Batch:
@@ -297,7 +320,7 @@ class Batch:
         self._uow = uow
         self._stack = stack
         self.state = state
-        state.direct = gateway.outlets  # the engine's deliveries to them come as Deliver effects
+        state.direct = gateway.direct  # the engine's deliveries to them come as Deliver effects
         if uow is None:
             state.queues = _BatchQueues(self)
         self.now = now
@@ -414,7 +437,7 @@ class Batch:
         source = engine.source_of(self.state, source_queue)
         outcome = engine.route(message, source, self.state, self.now, headers=headers, command=command)
         self.state.apply_all(outcome.effects)
-        outlets = self.gateway.outlets
+        outlets, shares = self.gateway.outlets, self.gateway.shares
         effects = self.effects
         # As sent: RETAIN=0 (a live delivery); one QoS 0 copy for all the QoS 0 deliveries.
         plain = Publish(live.topic, live.payload, properties=live.properties) if live is not None else None
@@ -430,12 +453,23 @@ class Batch:
                     )
                     if granted < 0:
                         continue  # No Local: never its own client's
-                    if self._direct(outlet, plain, min(qos, granted), as_published and live.retain):
+                    ids = rules.own_ids if own else rules.ids
+                    if self._direct(outlet, plain, min(qos, granted), as_published and live.retain, ids):
                         continue  # its MQRFH2 message is never built
+                elif (
+                    live is not None
+                    and (share := shares.get(effect.queue)) is not None
+                    and self._share(share, effect, live)
+                ):
+                    continue
                 effect = effect.put()
-            if type(effect) is Put and not effect.q_mgr and (outlet := outlets.get(effect.queue)) is not None:
-                outlet.behind = True
-                self.queued.add(effect.queue)
+            if type(effect) is Put and not effect.q_mgr:
+                if (outlet := outlets.get(effect.queue)) is not None:
+                    outlet.behind = True
+                    self.queued.add(effect.queue)
+                elif (share := shares.get(effect.queue)) is not None:
+                    share.behind = True
+                    self.queued.add(effect.queue)
             effects.append(effect)
         return outcome
 
@@ -443,14 +477,16 @@ class Batch:
         """Route a command built in this process, as it was built (nothing parsed again)."""
         return self.route(typed.message, source_queue, headers=typed.headers, command=typed.command)
 
-    def _direct(self, outlet: Outlet, plain: Publish, qos: int, retain: bool) -> bool:
+    def _direct(self, outlet: Outlet, plain: Publish, qos: int, retain: bool, ids: tuple[int, ...]) -> bool:
         """Deliver a publication at QoS ``qos`` (its own and the one granted, the lower) to a
         caught-up outlet without its queue (as ``plain``, its QoS 0 form, or numbered), RETAIN 1
-        if ``retain`` (Retain As Published); False if it must queue."""
+        if ``retain`` (Retain As Published), with the Subscription Identifiers ``ids``; False if
+        it must queue."""
         if outlet.behind:
             return False
         if retain:  # Retain As Published
             plain = replace(plain, retain=True)
+        plain = _identified(plain, ids)
         if not outlet.fits(plain, qos):
             return True  # dropped: not queued either
         if qos:
@@ -460,12 +496,55 @@ class Batch:
             sent = self.outbound(outlet.key, self.number(window), plain, qos)
         else:
             sent = plain
+        self._send(outlet, sent)
+        return True
+
+    def _send(self, outlet: Outlet, sent: Publish) -> None:
         sends = self.sends.get(outlet)
         if sends is None:
             self.sends[outlet] = [sent]
         else:
             sends.append(sent)
-        return True
+
+    def _share(self, share: Share, effect: Deliver, live: Publish) -> bool:
+        """Hand a live publication to a member of ``share`` connected here, unless the share's
+        queue may hold messages (they go first); False if it must go on the queue."""
+        if share.behind:
+            return False
+        publish = Publish(live.topic, live.payload, live.qos, properties=live.properties)
+        return self.hand(share, publish, live.retain, effect.build) is not Hand.WAIT
+
+    def hand(self, share: Share, publish: Publish, retain: bool, message: Callable[[], Message]) -> Hand:
+        """Send ``publish`` (QoS as published) to the next member of ``share`` connected here
+        that can take it now, at the lower of its QoS and the member's, with RETAIN ``retain``
+        to one whose subscription has Retain As Published. A QoS 1 one is lent to the member
+        until it is acknowledged (``message()``: what goes back on the share's queue should the
+        member leave first)."""
+        outlets = self.gateway.outlets
+        too_big = full = False
+        for skipped, member in enumerate(share.in_turn()):
+            outlet = outlets.get(member)
+            grant = None if outlet is None else outlet.granted.get(share.text)
+            if outlet is None or grant is None:
+                continue
+            qos = min(publish.qos, grant & QOS_BITS)
+            if qos and not outlet.window.room:
+                full = True
+                continue
+            sent = replace(publish, qos=qos, retain=bool(retain and grant & AS_PUBLISHED))
+            sent = _identified(sent, _identifiers([grant]))
+            if not outlet.fits(sent, qos):
+                too_big = True
+                continue
+            if qos:
+                sent = self.outbound(outlet.key, self.number(outlet.window), sent, qos)
+                assert sent.packet_id is not None  # numbered
+                if qos == 1:  # a QoS 2 one is its member's for good [MQTT-4.8.2-4, -5]
+                    self.gateway.lend(outlet.key, sent.packet_id, share.queue, message())
+            self._send(outlet, sent)
+            share.advance(skipped)
+            return Hand.HANDED
+        return Hand.DROPPED if too_big and not full else Hand.WAIT
 
     def number(self, window: Window) -> int:
         """The next packet id of ``window`` (given back if the batch fails)."""
@@ -588,6 +667,11 @@ class Gateway:
         self.stream = next(iter(self.writer.config.streams))
         self.control = self.writer.config.control_queue
         self.outlets: dict[str, Outlet] = {}  # by session queue; the gateway thread's alone
+        self.shares: dict[str, Share] = {}  # by share queue: those with members connected here
+        self.direct = _Direct(self.outlets, self.shares)
+        # The QoS 1 deliveries from shared subscriptions not yet acknowledged, by session key
+        # and packet id: their share's queue and message, put back there if the member leaves.
+        self.lent: dict[bytes, dict[int, tuple[str, Message]]] = {}
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
         self.inflight: dict[bytes, Inflight] = {}
@@ -674,6 +758,14 @@ class Gateway:
         self._seq += 1
         return self._seq
 
+    def lend(self, key: bytes, packet_id: int, queue: str, message: Message) -> None:
+        """Note a delivery from the share whose queue is ``queue`` in flight to a member."""
+        lent = self.lent.get(key)
+        if lent is None:
+            self.lent[key] = {packet_id: (queue, message)}
+        else:
+            lent[packet_id] = (queue, message)
+
     # -- the thread ------------------------------------------------------------------------
 
     def _run(self, _: threading.Event) -> None:
@@ -755,9 +847,11 @@ class Gateway:
         try:
             batch, results = self._commit([job for job, _ in jobs])
         except Exception as exc:
-            # The in-memory state and the index saw changes that were not committed.
+            # The in-memory state and the index saw changes that were not committed. What was
+            # lent stays with its members' sessions (sent again when they resume).
             self.writer.forget()
             self.inflight.clear()
+            self.lent.clear()
             self._drop_connection()
             if database_unavailable(exc):
                 self.health.failed(GATEWAY_TASK, exc)
@@ -924,6 +1018,8 @@ class Gateway:
                 present[opening.client_id] = stored
             elif stored is not None:
                 self._discard(batch, stored.client_id, stored.queue)
+            if stored is not None and _will_ends(stored, opening.client_id in present, batch.now):
+                self._end_will(batch, stored)
         names = [opening.queue for opening in openings]
         uow.ensure_queues(names, max_depth=MAX_MAX_DEPTH, description=SESSION_QUEUE)
         saved = [self._saved(opening, present.get(opening.client_id), batch.now) for opening in openings]
@@ -994,6 +1090,10 @@ class Gateway:
             )
             outlet.max_packet = opening.connect.properties.maximum_packet_size or 0
             self.outlets[opening.queue] = outlet
+            for text in granted:
+                if (queue_name := share_queue(text)) is not None:
+                    self._seat(queue_name, text, opening.queue)
+                    behind = True  # a drain deals what its shares hold
         if not present:
             return Opened(False, [], [], behind)
         outbound = [
@@ -1012,16 +1112,29 @@ class Gateway:
         ]
         return Opened(True, resumed.awaiting_release[client_id], outbound, behind)
 
-    def offline(self, client_id: str, expiry: int | None = None) -> Job:
+    def offline(
+        self, client_id: str, expiry: int | None = None, will: Will | None = None, delay: int = 0
+    ) -> Job:
         """A persistent session's client has gone: it stays, marked offline (``expiry``: the
-        Session Expiry Interval an MQTT 5.0 client's DISCONNECT changed it to)."""
+        Session Expiry Interval an MQTT 5.0 client's DISCONNECT changed it to), with ``will``,
+        if given, to publish ``delay`` seconds from now unless its client is back first."""
 
         def job(batch: Batch) -> None:
-            self.outlets.pop(sessions.queue_for(client_id), None)
-            self.inflight.pop(sessions.session_key(client_id), None)
-            batch.offline.append(client_id)
+            key = sessions.session_key(client_id)
+            outlet = self.outlets.pop(sessions.queue_for(client_id), None)
+            self._give_back(batch, client_id, key)
+            if outlet is not None:
+                self._unseat(outlet.queue, outlet.granted)
+            self.inflight.pop(key, None)
+            conn = batch.uow.connection
+            if will is None:
+                batch.offline.append(client_id)
+            else:
+                sessions.delay_wills(
+                    conn, batch.now, [(client_id, will, batch.now + delay * 1000)], self.owner
+                )
             if expiry is not None:
-                sessions.set_expiry(batch.uow.connection, client_id, expiry)
+                sessions.set_expiry(conn, client_id, expiry)
 
         return job
 
@@ -1052,16 +1165,56 @@ class Gateway:
             if member is None:
                 return None
             held = sessions.release_owner(conn, owner, batch.now)
-            wills = 0
-            for stored in held:
-                if stored.will is not None:
-                    will = stored.will
-                    publish = Publish(will.topic, will.payload, will.qos, will.retain)
-                    wills += not self._route(batch, stored.client_id, publish, stored.user_id, "")
+            wills = self._release_wills(batch, held, owner)
             clean = [stored for stored in held if stored.clean]
             for stored in clean:
                 self._discard(batch, stored.client_id, stored.queue, delete=True)
             return Released(member, len(held) - len(clean), len(clean), wills)
+
+        return job
+
+    def _release_wills(self, batch: Batch, held: list[sessions.StoredSession], owner: str) -> int:
+        """Publish the wills of a dead member's clients, but keep those that wait (their Will
+        Delay Interval) with their sessions, due from now; returns how many were published."""
+        delayed: list[tuple[str, Will, int]] = []
+        published = 0
+        for stored in held:
+            delay = will_delay(stored.will, stored.expiry)
+            if stored.will is not None and delay:
+                delayed.append((stored.client_id, stored.will, batch.now + delay * 1000))
+            elif stored.will is not None:
+                published += not self._end_will(batch, stored)
+        sessions.delay_wills(batch.uow.connection, batch.now, delayed, owner)
+        return published
+
+    def _end_will(self, batch: Batch, stored: sessions.StoredSession) -> int:
+        """Publish the will a stored session holds, if any (its client has gone, and the will
+        is due or the session ends): the reason it was refused for, or 0."""
+        if stored.will is None:
+            return 0
+        refused = self._route(batch, stored.client_id, will_publication(stored.will), stored.user_id, "")
+        if not refused:
+            self.metrics.mqtt.wills.inc()
+        return refused
+
+    def _end_sessions(self, batch: Batch, ending: list[sessions.StoredSession]) -> None:
+        """Discard offline sessions, queues included, and publish the wills that waited on
+        them (once they are gone: never to themselves)."""
+        client_ids = [stored.client_id for stored in ending]
+        waiting = sessions.take_wills(batch.uow.connection, client_ids=client_ids)
+        for stored in ending:
+            self._discard(batch, stored.client_id, stored.queue, delete=True)
+        for stored in waiting:
+            self._end_will(batch, stored)
+
+    def due_wills(self, now: int) -> Job:
+        """Publish the wills that waited and are due by the epoch ms ``now``, taken from their
+        sessions in the same commit; returns how many."""
+
+        def job(batch: Batch) -> int:
+            batch.write()
+            due = sessions.take_wills(batch.uow.connection, due_by=now)
+            return sum(not self._end_will(batch, stored) for stored in due)
 
         return job
 
@@ -1081,9 +1234,13 @@ class Gateway:
         (:meth:`_close_all`): a wave of clients leaving is a few statements, not a few each."""
 
         def job(batch: Batch) -> None:
-            self.outlets.pop(queue_name, None)
-            self.inflight.pop(sessions.session_key(client_id), None)
+            outlet = self.outlets.pop(queue_name, None)
+            key = sessions.session_key(client_id)
+            self._give_back(batch, client_id, key)
+            self.inflight.pop(key, None)
             batch.route_typed(translation.discard(queue_name, self.settings.admin_group), self.control)
+            granted = self._granted(batch, client_id) if outlet is None else outlet.granted
+            self._leave_all(batch, client_id, queue_name, granted)
             batch.closing.append((client_id, queue_name))
 
         return job
@@ -1105,8 +1262,7 @@ class Gateway:
         def job(batch: Batch) -> list[sessions.StoredSession]:
             batch.write()
             expired = sessions.expired_sessions(batch.uow.connection, now, self.settings.mqtt_session_expiry)
-            for stored in expired:
-                self._discard(batch, stored.client_id, stored.queue, delete=True)
+            self._end_sessions(batch, expired)
             return expired
 
         return job
@@ -1120,7 +1276,7 @@ class Gateway:
             stored = sessions.find_session(batch.uow.connection, client_id)
             if stored is None or stored.online:
                 return None
-            self._discard(batch, client_id, stored.queue, delete=True)
+            self._end_sessions(batch, [stored])
             return stored
 
         return job
@@ -1158,15 +1314,28 @@ class Gateway:
 
         return job
 
-    def _discard(self, batch: Batch, client_id: str, queue_name: str, *, delete: bool = False) -> None:
-        """Deregister the session's subscriptions, drop its rows and the messages queued, and
-        with ``delete`` its queue. Subscription rows the batch holds for it unwritten go too."""
+    def _discard(
+        self,
+        batch: Batch,
+        client_id: str,
+        queue_name: str,
+        *,
+        delete: bool = False,
+        granted: dict[str, int] | None = None,
+    ) -> None:
+        """Deregister the session's subscriptions (``granted``: its filters, if read already),
+        leave its shared ones, drop its rows and the messages queued, and with ``delete`` its
+        queue. Subscription rows the batch holds for it unwritten go too."""
         key = sessions.session_key(client_id)
+        self._give_back(batch, client_id, key)
         self.outlets.pop(queue_name, None)
         self.inflight.pop(key, None)
+        filters = dict(self._granted(batch, client_id) if granted is None else granted)
         for pair in [pair for pair in batch.grants if pair[0] == key]:
-            del batch.grants[pair]
+            if (row := batch.grants.pop(pair)) is not None:
+                filters[row[0]] = row[1]
         batch.route_typed(translation.discard(queue_name, self.settings.admin_group), self.control)
+        self._leave_all(batch, client_id, queue_name, filters)
         sessions.delete_session(batch.uow.connection, client_id)
         if delete:
             with contextlib.suppress(UnknownObject):
@@ -1211,13 +1380,20 @@ class Gateway:
         return outcome.reason if outcome.completion == pscr.ERROR else 0
 
     def subscribe(
-        self, client_id: str, queue_name: str, user_id: str, topics: tuple[tuple[str, int], ...]
+        self,
+        client_id: str,
+        queue_name: str,
+        user_id: str,
+        topics: tuple[tuple[str, int], ...],
+        identifier: int = 0,
     ) -> Job:
-        """Register each filter (with its QoS, or MQTT 5.0's Subscription Options byte); returns
-        (return code, reason) of each: the QoS granted and 0, or 0x80 and why it was refused
-        (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The retained publications sent for them
-        are queued, and sent at the QoS granted; none with Retain Handling 2, nor with 1 for a
-        filter the session had already (registered NewPubsOnly, as an MQRFH2 application would)."""
+        """Register each filter (with its QoS, or MQTT 5.0's Subscription Options byte, and
+        the SUBSCRIBE's Subscription Identifier ``identifier``, 0: none, replacing the one it
+        had); returns (return code, reason) of each: the QoS granted and 0, or 0x80 and why it
+        was refused (MQRCCF_NOT_AUTHORIZED, MQRCCF_TOPIC_ERROR...). The retained publications
+        sent for them are queued, and sent at the QoS granted; none with Retain Handling 2, nor
+        with 1 for a filter the session had already (registered NewPubsOnly, as an MQRFH2
+        application would)."""
 
         key = sessions.session_key(client_id)
 
@@ -1225,27 +1401,38 @@ class Gateway:
             answers: list[tuple[int, int]] = []
             granted: list[tuple[str, int]] = []
             outlet = self.outlets.get(queue_name)
+            joined = False
             for text, options in topics:
                 qos, handling = options & QOS_BITS, options >> 4 & 0b11
-                known = handling == 1 and outlet is not None and text in outlet.granted
-                typed = translation.typed_registration(
-                    (text,),
-                    queue_name,
-                    user_id,
-                    options=translation.subscription_options(handling == 2 or known),
-                )
+                try:
+                    shared = share_of(text)
+                except MqttProtocolError:  # a 3.1.1 client's: 5.0's are refused as they are read
+                    answers.append((SUBACK_FAILURE, int(Reason.MQRCCF_TOPIC_ERROR)))
+                    continue
+                held = outlet is not None and text in outlet.granted
+                if shared is not None:
+                    typed = self._joining(batch, shared, client_id, user_id)
+                else:
+                    options_sent = translation.subscription_options(handling == 2 or (handling == 1 and held))
+                    typed = translation.typed_registration((text,), queue_name, user_id, options=options_sent)
                 outcome = batch.route_typed(typed, self.control)
                 if outcome.completion == pscr.ERROR or outcome.refused_topics:
                     answers.append((SUBACK_FAILURE, outcome.reason))
                 else:
+                    if shared is None and held and not handling and not _sent_to(outcome, queue_name):
+                        # A filter the session had: its retained publications are sent again.
+                        batch.route_typed(translation.typed_update(text, queue_name, user_id), self.control)
                     answers.append((qos, 0))
-                    granted.append((text, options & GRANT_BITS))
+                    granted.append((text, (options & GRANT_BITS) | identifier << sessions.ID_SHIFT))
+                    if shared is not None and outlet is not None:
+                        joined = True
+                        self._seat(shared[0], text, queue_name)
             if refused := sum(1 for code, _ in answers if code == SUBACK_FAILURE):
                 batch.refused[client_id] += refused
             batch.grants.update({(key, sessions.filter_key(text)): (text, grant) for text, grant in granted})
             if outlet is not None:
                 outlet.grant(granted)
-            return Subscribed(answers, queue_name in batch.queued)
+            return Subscribed(answers, joined or queue_name in batch.queued)
 
         return Registering(queue_name, job)
 
@@ -1254,6 +1441,9 @@ class Gateway:
 
         def job(batch: Batch) -> None:
             for text in filters:
+                if share_queue(text) is not None:
+                    self._leave(batch, client_id, queue_name, text)
+                    continue
                 typed = translation.typed_registration(
                     (text,), queue_name, user_id, remove=True, options=KEEP
                 )
@@ -1263,6 +1453,142 @@ class Gateway:
                 outlet.revoke(filters)
 
         return Registering(queue_name, job)
+
+    # -- shared subscriptions (broker.service.mqtt.shares) -----------------------------------
+
+    def _joining(
+        self, batch: Batch, shared: tuple[str, str, str], client_id: str, user_id: str
+    ) -> translation.Typed:
+        """The RegSub by which ``client_id`` joins a shared subscription, its queue defined first."""
+        queue_name, _, topic_filter = shared
+        batch.uow.ensure_queues([queue_name], max_depth=MAX_MAX_DEPTH, description=SHARE_DESCRIPTION)
+        return translation.share_membership(topic_filter, queue_name, client_id, user_id)
+
+    def _seat(self, queue_name: str, text: str, member: str) -> None:
+        """``member``, a session queue whose client is connected here, is a member of the share
+        whose queue is ``queue_name``: what that queue holds is looked at again."""
+        share = self.shares.get(queue_name)
+        if share is None:
+            share = self.shares[queue_name] = Share(queue_name, text)
+        share.members[member] = None
+        share.behind = True
+
+    def _unseat(self, member: str, texts: Iterable[str]) -> None:
+        """``member``'s client is no longer connected here: its shares forget it."""
+        for text in texts:
+            queue_name = share_queue(text)
+            share = None if queue_name is None else self.shares.get(queue_name)
+            if share is not None:
+                share.members.pop(member, None)
+                if not share.members:
+                    del self.shares[share.queue]
+
+    def _leave(self, batch: Batch, client_id: str, member: str, text: str) -> None:
+        """``client_id`` (its session queue ``member``) leaves the shared subscription
+        ``text``; the last member's leaving ends it, its queue and what it holds with it."""
+        shared = share_of(text)
+        assert shared is not None  # a shared subscription's filter, granted once
+        queue_name, _, topic_filter = shared
+        self._unseat(member, (text,))
+        admin = self.settings.admin_group
+        batch.route_typed(
+            translation.share_membership(topic_filter, queue_name, client_id, admin, leave=True), self.control
+        )
+        state = batch.state
+        if not state.of_identity(Identity(state.qmgr, queue_name)):
+            batch.write()  # what the batch put on it goes with it
+            with contextlib.suppress(MQError):  # gone already, or held open by an application
+                batch.uow.delete_queue(queue_name)
+
+    def _leave_all(self, batch: Batch, client_id: str, member: str, granted: Iterable[str]) -> None:
+        for text in list(granted):
+            if share_queue(text) is not None:
+                self._leave(batch, client_id, member, text)
+
+    def _granted(self, batch: Batch, client_id: str) -> dict[str, int]:
+        """The session's filters as stored."""
+        batch.write()
+        return sessions.granted_of(batch.uow.connection, [client_id])[client_id]
+
+    def _give_back(self, batch: Batch, client_id: str, key: bytes) -> None:
+        """The member leaving (its connection ended): the deliveries its shares lent it that
+        it has not acknowledged go back on their queues, for another member (MQTT 5.0 section
+        4.8.2), and its session forgets them."""
+        lent = self.lent.pop(key, None)
+        if not lent:
+            return
+        inflight = self._inflight(batch, client_id, key)
+        defined = batch.uow.definitions({queue_name for queue_name, _ in lent.values()})
+        for packet_id, (queue_name, message) in lent.items():
+            if defined[queue_name] is None:
+                continue  # the share has ended
+            if (run := inflight.acknowledge(packet_id)) is not None:
+                batch.touched.add(run)
+            batch.effects.append(Put(queue_name, message))
+            batch.queued.add(queue_name)
+            if (share := self.shares.get(queue_name)) is not None:
+                share.behind = True
+
+    def deal(self, queue_name: str) -> Job:
+        """Hand what the queue of the share ``queue_name`` holds (put there by another process,
+        or while its members here had no room) to its members connected here (:meth:`_deal`)."""
+
+        def job(batch: Batch) -> Drained:
+            share = self.shares.get(queue_name)
+            if share is None:
+                return Drained(more=False)
+            share.behind = True
+            return self._deal(batch, share)
+
+        return job
+
+    def _deal_shares(self, batch: Batch, outlet: Outlet, drained: Drained) -> Drained:
+        """``drained``, what the drain of ``outlet``'s queue found, once what the queues of its
+        shares that are behind hold is dealt too."""
+        more, sharing = drained.more, False
+        for text in outlet.granted:
+            queue_name = share_queue(text)
+            share = None if queue_name is None else self.shares.get(queue_name)
+            if share is not None and share.behind:
+                dealt = self._deal(batch, share)
+                more = more or (dealt.more and not dealt.blocked)
+                sharing = sharing or share.behind
+        return replace(drained, more=more, sharing=sharing) if more != drained.more or sharing else drained
+
+    def _deal(self, batch: Batch, share: Share) -> Drained:
+        """Take what the share's queue holds, as much as its members connected here have room
+        for, and hand each publication to the next of them in turn; the share is caught up
+        once its queue is found empty."""
+        members = [
+            outlet
+            for name in share.members
+            if (outlet := self.outlets.get(name)) is not None and share.text in outlet.granted
+        ]
+        names = tuple(outlet.queue for outlet in members)
+        if any(not outlet.granted[share.text] & QOS_BITS for outlet in members):
+            room = FETCH_LIMIT  # a member granted QoS 0 always has room
+        else:
+            room = min(FETCH_LIMIT, sum(outlet.window.room for outlet in members))
+        if not room:
+            return Drained(more=bool(members), blocked=bool(members), members=names)
+        if share.queue in batch.queued:
+            batch.write()  # this batch's deliveries to it, before it is read
+        taken = batch.uow.get_batch(share.queue, room)
+        for place, message in enumerate(taken):
+            try:
+                publish = translation.delivery(message)
+            except MQError as exc:
+                log.warning("not a publication; dropped", extra={"queue": share.queue, "error": exc.detail})
+                continue
+            retain = translation.published_retained(message)
+            if batch.hand(share, publish, retain, partial(_same, message)) is Hand.WAIT:
+                # No member has room after all: back on the queue, in order, for when one has.
+                batch.effects.extend(Put(share.queue, later) for later in taken[place:])
+                batch.queued.add(share.queue)
+                return Drained(more=True, blocked=True, members=names)
+        if len(taken) < room:
+            share.behind = False
+        return Drained(more=len(taken) == room, members=names)
 
     def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
         """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message)."""
@@ -1284,6 +1610,9 @@ class Gateway:
                 run = mark(packet_id)
                 if run is not None:
                     touched.add(run)
+            if (lent := self.lent.get(key)) is not None:  # the member has it: never given back
+                for packet_id in packet_ids:
+                    lent.pop(packet_id, None)
             if not received and (outlet := self.outlets.get(queue_name)) is not None:
                 for packet_id in packet_ids:
                     outlet.window.free(packet_id)
@@ -1314,7 +1643,7 @@ class Gateway:
             def number(publish: Publish, qos: int) -> Publish:
                 return batch.outbound(key, next(free), publish, qos)
 
-            return self._take(batch, queue_name, len(ids), partial(_granted_qos, granted), number, origin)[1]
+            return self._take(batch, queue_name, len(ids), partial(Rules.of, granted), number, origin)[1]
 
         return job
 
@@ -1329,7 +1658,7 @@ class Gateway:
                 return Drained(more=False)
             room = outlet.window.room
             if not room:
-                return Drained(more=True, blocked=True)
+                return self._deal_shares(batch, outlet, Drained(more=True, blocked=True))
             if queue_name in batch.queued:
                 batch.write()  # this batch's deliveries to it, before it is read
             count = min(room, FETCH_LIMIT)
@@ -1337,20 +1666,12 @@ class Gateway:
             def number(publish: Publish, qos: int) -> Publish:
                 return batch.outbound(outlet.key, batch.number(outlet.window), publish, qos)
 
-            taken, publishes = self._take(
-                batch,
-                queue_name,
-                count,
-                outlet.qos,
-                number,
-                fits=outlet.fits,
-                as_published=outlet.as_published,
-            )
+            taken, publishes = self._take(batch, queue_name, count, outlet.rules, number, fits=outlet.fits)
             if taken < count:
                 outlet.behind = False
             if publishes:
                 batch.sends.setdefault(outlet, []).extend(publishes)
-            return Drained(more=taken == count)
+            return self._deal_shares(batch, outlet, Drained(more=taken == count))
 
         return job
 
@@ -1359,16 +1680,16 @@ class Gateway:
         batch: Batch,
         queue_name: str,
         count: int,
-        granted: Callable[[str], int],
+        rules: Callable[[str], Rules],
         number: Callable[[Publish, int], Publish],
         origin: str = "",
         *,
         fits: Callable[[Publish, int], bool] | None = None,
-        as_published: Callable[[str], bool] | None = None,
     ) -> tuple[int, list[Publish]]:
         """Take up to ``count`` messages off ``queue_name``: how many there were, and the
-        publications to send (QoS 1/2 ones numbered and stored by ``number``; none that
-        ``fits`` says the client cannot take; RETAIN as published where ``as_published``)."""
+        publications to send as the session's ``rules`` for their topics say (QoS granted,
+        RETAIN as published, Subscription Identifiers), QoS 1/2 ones numbered and stored by
+        ``number``; none that ``fits`` says the client cannot take."""
         taken = batch.uow.get_batch(queue_name, count)
         out: list[Publish] = []
         for message in taken:
@@ -1379,9 +1700,11 @@ class Gateway:
                 continue
             if origin and translation.origin(message) == origin:
                 continue
-            qos = min(publish.qos, granted(publish.topic))
-            if as_published is not None and not publish.retain and as_published(publish.topic):
+            found = rules(publish.topic)
+            qos = min(publish.qos, found.qos)
+            if found.as_published and not publish.retain:
                 publish = replace(publish, retain=translation.published_retained(message))
+            publish = _identified(publish, found.ids)
             if fits is not None and not fits(publish, qos):
                 continue
             out.append(number(publish, qos) if qos else replace(publish, qos=0))
@@ -1409,6 +1732,22 @@ def _end_when_stopped(connection: Connection, seconds: float) -> None:
     connection.commit()
 
 
+def _sent_to(outcome: Outcome, queue_name: str) -> bool:
+    """Whether ``outcome`` delivered anything to the local queue ``queue_name``."""
+    return any(isinstance(effect, Put | Deliver) and effect.queue == queue_name for effect in outcome.effects)
+
+
+def _same(message: Message) -> Message:
+    return message
+
+
+def _will_ends(stored: sessions.StoredSession, resumed: bool, now: int) -> bool:
+    """Whether the will waiting on ``stored`` (if one does) is published as its client comes
+    back: when its session ends instead of being ``resumed``, or its delay has passed by ``now``
+    (the pass that publishes it has not come yet). A session resumed in time drops it."""
+    return stored.will_due is not None and (not resumed or stored.will_due <= now)
+
+
 def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
     """Take the ``count`` oldest messages off ``queue_name``; returns how many there were."""
     dropped = 0
@@ -1417,10 +1756,17 @@ def _drop_oldest(uow: UnitOfWork, queue_name: str, count: int) -> int:
     return dropped
 
 
-def _granted_qos(granted: dict[str, int], topic: str) -> int:
-    """The highest QoS granted by the session's filters that match ``topic`` (one copy is
-    delivered however many of them match)."""
-    return max((grant & QOS_BITS for text, grant in granted.items() if matches(text, topic)), default=0)
+def _identifiers(grants: list[int]) -> tuple[int, ...]:
+    """The Subscription Identifiers of ``grants``, each once, in order (those that have one)."""
+    return tuple(sorted({grant >> sessions.ID_SHIFT for grant in grants} - {0}))
+
+
+def _identified(publish: Publish, ids: tuple[int, ...]) -> Publish:
+    """``publish`` as sent to a session whose matching subscriptions have the Subscription
+    Identifiers ``ids`` (computed per session when it is sent: the publication is shared)."""
+    if not ids:
+        return publish
+    return replace(publish, properties=replace(publish.properties, subscription_identifiers=ids))
 
 
 def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Answer, Any, bool]]) -> None:

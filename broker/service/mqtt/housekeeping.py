@@ -19,6 +19,10 @@ queue may exceed the limit by what arrives between two passes, and a session may
 its expiry by up to one period. In a cluster one node makes the passes: the one holding their
 lease (``broker.store.nodes``), for as long as it is alive.
 
+A will that waits (MQTT 5.0's Will Delay Interval) is kept with its offline session and
+published once due, by a look every :data:`WILLS_PERIOD` seconds (a second late at most),
+unless its client is back first; a session that ends sooner publishes it then (``Gateway``).
+
 Operators' requests (``broker.store.mqtt_requests``: disconnect a client, delete a session,
 made through the admin API or the CLI, perhaps in another process) are read every
 :data:`REQUEST_PERIOD` seconds. A disconnect closes the connection as a lost one: the client
@@ -57,6 +61,7 @@ REQUEST_PERIOD = 0.1  # operators' requests and takeovers: one read of an (almos
 VACUUM_PERIOD = 1.0  # PostgreSQL: the tables every batch churns (broker.store.mqtt.vacuum)
 TRAFFIC_PERIOD = 5.0  # each connection's bytes in and out, written to its session's row
 TRAFFIC_ROWS = 1000  # sessions a batch writes them for: a big fleet's never hold up one batch long
+WILLS_PERIOD = 1.0  # wills that wait (MQTT 5.0's Will Delay Interval): one look at an index
 
 
 def period(expiry: int, max_queued: int) -> float:
@@ -73,7 +78,8 @@ Step = Callable[[], Awaitable[None]]
 
 def chores(listener: Host) -> list[tuple[str, float, Step]]:
     """(name, period, step) of each chore of ``listener``: operators' requests and the
-    cluster's membership in every listener; session limits and vacuuming in the primary one."""
+    cluster's membership in every listener; wills due, session limits and vacuuming in the
+    primary one."""
     membership = listener.membership
     found: list[tuple[str, float, Step]] = [
         ("mqtt-requests", REQUEST_PERIOD, lambda: honour_requests(listener)),
@@ -82,6 +88,7 @@ def chores(listener: Host) -> list[tuple[str, float, Step]]:
     ]
     if not listener.primary:
         return found
+    found.append(("mqtt-wills", WILLS_PERIOD, lambda: publish_wills(listener)))
     settings = listener.settings
     every = period(settings.mqtt_session_expiry, settings.mqtt_max_queued)
     found.append(("mqtt-session-limits", every, lambda: one_pass(listener)))
@@ -114,6 +121,24 @@ async def one_pass(listener: Host) -> None:
                 "mqtt messages dropped: too many queued for an offline session",
                 extra={"client_id": client_id, "dropped": dropped, "limit": settings.mqtt_max_queued},
             )
+
+
+async def publish_wills(listener: Host) -> None:
+    """Publish the wills whose delay has passed, their clients gone from this node or another
+    and not back. Each is taken from its session as it is published: nodes doing this at once
+    publish it once, and no lease is needed."""
+    now = now_ms()
+    if not await asyncio.to_thread(_wills_due, listener, now):
+        return
+    gateway = listener.gateway
+    published = await gateway.submit(gateway.due_wills(now))
+    if published:
+        log.info("mqtt wills published after their delay", extra={"wills": published})
+
+
+def _wills_due(listener: Host, now: int) -> bool:
+    with listener.qm.reading() as conn:
+        return sessions.wills_due(conn, now)
 
 
 def _leased(listener: Host) -> bool:

@@ -49,6 +49,7 @@ from broker.protocol.mqtt.session import (
     Route,
     Send,
     Session,
+    will_publication,
 )
 from broker.protocol.mqtt.v5.reasons import ReasonCode
 from broker.service.config import Settings
@@ -129,6 +130,7 @@ class Connection:
         "_half_open",
         "_held",
         "_pumping",
+        "_sharing",
         "_shedding",
         "_steps",
         "_waiters",
@@ -172,6 +174,7 @@ class Connection:
         self._dirty = False  # the session queue may hold something not yet taken
         self._pumping: asyncio.Task[None] | None = None
         self._blocked = False  # deliveries wait for the in-flight window
+        self._sharing = False  # a shared subscription's messages wait for its members' windows
         self._shedding = False  # QoS 0 deliveries are being dropped: the client does not read
         self._held = Held()  # packets read and not yet routed or recorded
         self._half_open = True  # accepted, its CONNECT not answered yet (listener.admission)
@@ -312,7 +315,7 @@ class Connection:
         gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False), self._work_failed)
         # There is room in the window again: for a drain that found it full, and for one
         # under way, which may find it full before these acknowledgements are recorded.
-        if self._blocked or self._pumping is not None:
+        if self._blocked or self._sharing or self._pumping is not None:
             self._blocked = False
             self.wake()
 
@@ -366,7 +369,11 @@ class Connection:
     def _register(self, action: Register) -> None:
         packet = action.subscribe
         gateway = self.listener.gateway
-        future = self._submit(gateway.subscribe(self.client_id, self.queue, self.user_id, packet.topics))
+        future = self._submit(
+            gateway.subscribe(
+                self.client_id, self.queue, self.user_id, packet.topics, packet.subscription_identifier
+            )
+        )
 
         def then(subscribed: Subscribed) -> list[Action]:
             for (text, _), (_, reason) in zip(packet.topics, subscribed.answers, strict=True):
@@ -440,7 +447,7 @@ class Connection:
             self._answering = None
             self._steps = None
 
-    def _write(self, packets: list[Packet]) -> None:
+    def _write(self, packets: Sequence[Packet]) -> None:
         """Write ``packets`` in one write."""
         if not packets or self.stream.is_closing():
             return
@@ -565,20 +572,21 @@ class Connection:
                     waiter.set_result(None)
 
     def _ending(self, close: Close) -> deque[Callable[[], Awaitable[Any]]]:
-        """The durable work that ends this connection's session, in order."""
+        """The durable work that ends this connection's session, in order. A will that waits
+        (MQTT 5.0's Will Delay Interval) stays with the session, offline, until it is due."""
         gateway, listener = self.listener.gateway, self.listener
         steps: deque[Callable[[], Awaitable[Any]]] = deque()
-        if close.will is not None and self.queue:
-            will = close.will
-            publish = Publish(will.topic, will.payload, will.qos, will.retain)
+        owned = bool(self.queue) and listener.owns(self)
+        delay = self.session.will_delay if owned and close.will is not None else 0
+        if close.will is not None and self.queue and not delay:
+            publish = will_publication(close.will)
             steps.append(lambda: self._publish_will(publish))
-        if self.queue and listener.owns(self):
+        if owned:
             if self.clean:
                 job = gateway.close(self.client_id, self.queue)
             else:
-                job = gateway.offline(
-                    self.client_id, self.session.expiry if self.session.expiry_changed else None
-                )
+                expiry = self.session.expiry if self.session.expiry_changed else None
+                job = gateway.offline(self.client_id, expiry, close.will if delay else None, delay)
             steps.append(lambda: gateway.submit(job, lazy=not self.clean))
         return steps
 
@@ -609,6 +617,11 @@ class Connection:
                 continue
             steps.popleft()
 
+    def sharing(self) -> None:
+        """A shared subscription of the session's has messages its members here had no room
+        for: an acknowledgement is a reason to drain (and deal them) again."""
+        self._sharing = True
+
     def wake(self) -> None:
         """Something may wait on the session queue: deliver it. The delivery task exists only
         while there is something to deliver (an idle connection holds no task for it)."""
@@ -626,6 +639,7 @@ class Connection:
                 self._dirty = False
                 while not self.closing:
                     drained: Drained = await gateway.submit(gateway.drain(self.queue))
+                    self._sharing = drained.sharing
                     if drained.blocked:
                         self._blocked = True
                         break
@@ -653,7 +667,7 @@ class Connection:
             return
         limit = self.listener.settings.mqtt_max_output_bytes
         backlog = self.stream.backlog()
-        packets: list[Packet] = []
+        packets: list[Publish] = []
         for publish in self.session.deliver(publications):
             if publish.qos or backlog <= limit:
                 packets.append(publish)
@@ -662,7 +676,7 @@ class Connection:
                 self._shed(backlog)
         if backlog <= limit:
             self._shedding = False
-        self._write(packets)
+        self._write(self.session.aliased(packets))  # only what is written sets a topic alias
 
     def _shed(self, backlog: int) -> None:
         """Drop a QoS 0 delivery: counted each time, logged once per spell of not reading."""
@@ -711,6 +725,7 @@ class MqttListener:
             topic_alias_maximum=settings.mqtt_topic_alias_maximum,
             maximum_packet_size=settings.mqtt_max_packet_size,
             session_expiry_maximum=settings.mqtt_session_expiry,
+            response_prefix=settings.mqtt_response_information,
         )
         self.admission = Admission(settings.mqtt_max_connect_rate, settings.mqtt_max_half_open)
         self.intake = Intake(
@@ -723,6 +738,10 @@ class MqttListener:
         self.connections: set[Connection] = set()
         self.deadlines = Deadlines()
         self._by_queue: dict[str, Connection] = {}
+        # Shared subscriptions' queues being dealt to their members here, and those that
+        # received messages meanwhile (dealt again when the task has done).
+        self._dealing: dict[str, asyncio.Task[None]] = {}
+        self._deal_again: set[str] = set()
         # Connections whose session was attached and has gone, by client id, until the traffic
         # chore takes them to write their last byte counts (``housekeeping.Traffic``).
         self._departed: dict[str, Connection] = {}
@@ -925,8 +944,40 @@ class MqttListener:
 
     def _wake_queues(self, names: set[str]) -> None:
         waking = [c for name in names if (c := self._by_queue.get(name)) is not None]
-        if waking and self._loop is not None:
-            self._loop.call_soon_threadsafe(_wake_all, waking)
+        shares = [name for name in names if name.startswith(sessions.SHARE_QUEUE_PREFIX)]
+        if (waking or shares) and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake, waking, shares)
+
+    def _wake(self, connections: list[Connection], shares: list[str]) -> None:
+        _wake_all(connections)
+        for name in shares:
+            self._deal_again.add(name)
+            if name not in self._dealing:
+                self._dealing[name] = asyncio.get_running_loop().create_task(self._deal(name))
+
+    async def _deal(self, queue: str) -> None:
+        """Have what the queue of a shared subscription holds dealt to its members connected
+        here, as far as their in-flight windows allow; once those are full, their
+        acknowledgements have it dealt again (``Connection.sharing``)."""
+        gateway = self.gateway
+        try:
+            while queue in self._deal_again:
+                self._deal_again.discard(queue)
+                while True:
+                    dealt: Drained = await gateway.submit(gateway.deal(queue))
+                    if dealt.blocked:
+                        for member in dealt.members:
+                            if (connection := self._by_queue.get(member)) is not None:
+                                connection.sharing()
+                        break
+                    if not dealt.more:
+                        break
+        except Exception as exc:
+            if not database_unavailable(exc):
+                log.warning("mqtt shared subscription not dealt", extra={"queue": queue, "error": repr(exc)})
+            self.rescan()
+        finally:
+            self._dealing.pop(queue, None)
 
     # -- counters --------------------------------------------------------------------------
 

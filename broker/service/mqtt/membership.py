@@ -180,7 +180,6 @@ class Membership:
         if released is None:
             return
         self._released()
-        self.listener.metrics.mqtt.wills.inc(released.wills)
         log.warning(
             "mqtt sessions of a dead node released",
             extra={

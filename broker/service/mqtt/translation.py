@@ -44,6 +44,8 @@ _RETAINED = re.compile(rb"<mqtt><qos>[0-2]</qos>(?:<origin>[A-Za-z0-9._-]+</orig
 SUBSCRIPTION_OPTIONS = RegOpt.InformIfRet
 # A session's subscriptions go when it does, whoever registered them: the broker's own act.
 DISCARD_OPTIONS = RegOpt.DeregAll | RegOpt.VariableUserId
+SHARE_OPTIONS = RegOpt.NewPubsOnly | RegOpt.JoinShared | RegOpt.VariableUserId
+SHARE_LEAVE_OPTIONS = RegOpt.VariableUserId
 
 
 def _stamped(message: Message) -> Message:
@@ -132,11 +134,22 @@ def typed_registration(
     *,
     remove: bool = False,
     options: RegOpt = SUBSCRIPTION_OPTIONS,
+    sub_identity: str | None = None,
 ) -> Typed:
     """RegSub (or DeregSub) of ``filters`` for the session queue ``queue``, with its headers and
     command (a SUBSCRIBE's path: routed at once)."""
     kind = psc.DeregSub if remove else psc.RegSub
-    command = kind(filters, q_name=queue, options=options)
+    return _typed(kind(filters, q_name=queue, options=options, sub_identity=sub_identity), user_id)
+
+
+def typed_update(topic_filter: str, queue: str, user_id: str) -> Typed:
+    """ReqUpdate of ``topic_filter`` for the session queue ``queue``: the retained publications
+    sent again for a filter the session had already, which its SUBSCRIBE replaces
+    ([MQTT-3.8.4-3] at 3.1.1; at 5.0 with Retain Handling 0, [MQTT-3.8.4-4])."""
+    return _typed(psc.ReqUpdate(topic_filter, q_name=queue, options=SUBSCRIPTION_OPTIONS), user_id)
+
+
+def _typed(command: psc.RegSub | psc.DeregSub | psc.ReqUpdate, user_id: str) -> Typed:
     message = _stamped(command_message(command, request=False, user_id=user_id))
     folder = psc.render(command)
     header = rfh2.RFH2Header(folders=(folder,))  # as command_message builds it
@@ -146,6 +159,20 @@ def typed_registration(
 def subscription_options(new_only: bool) -> RegOpt:
     """A SUBSCRIBE's RegSub options: NewPubsOnly where no retained publication is to be sent."""
     return SUBSCRIPTION_OPTIONS | RegOpt.NewPubsOnly if new_only else SUBSCRIPTION_OPTIONS
+
+
+def share_membership(
+    topic_filter: str, queue: str, client_id: str, user_id: str, *, leave: bool = False
+) -> Typed:
+    """The RegSub by which ``client_id`` joins (DeregSub: leaves) the shared subscription of
+    ``topic_filter`` whose queue is ``queue``, as a member of its identity set: MQ's shared
+    subscription, which MQRFH2 applications join with JoinShared and a SubIdentity of their
+    own. Members of any principal share it (VariableUserId); the last to leave ends it. No
+    retained publication is sent to a shared subscription (MQTT 5.0 section 4.8.2)."""
+    options = SHARE_LEAVE_OPTIONS if leave else SHARE_OPTIONS
+    return typed_registration(
+        (topic_filter,), queue, user_id, remove=leave, options=options, sub_identity=client_id
+    )
 
 
 def discard(queue: str, admin: str) -> Typed:

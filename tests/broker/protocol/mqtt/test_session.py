@@ -300,8 +300,8 @@ def test_v5_an_empty_client_id_is_assigned_and_told_in_the_connack_with_the_limi
     assert properties.assigned_client_identifier == "generated-5"
     assert (properties.receive_maximum, properties.topic_alias_maximum) == (2, 3)
     assert properties.maximum_packet_size == 1000
-    assert properties.shared_subscription_available is False
-    assert properties.subscription_identifier_available is False
+    assert properties.shared_subscription_available is None  # offered
+    assert properties.subscription_identifier_available is None  # offered
 
 
 def test_v5_a_client_id_given_is_not_told_back() -> None:
@@ -429,17 +429,11 @@ def test_v3_refused_publications_are_acknowledged_as_any_other() -> None:
     assert session.routed(qos1, ReasonCode.NOT_AUTHORIZED) == [Send(PubAck(1))]
 
 
-def test_v5_shared_filters_and_subscription_identifiers_are_refused_in_the_suback() -> None:
+def test_v5_shared_filters_are_registered_with_the_others() -> None:
     session, _ = opened_v5()
     packet = Subscribe(7, (("a/#", 1), ("$share/g/b", 1), ("c", 0)))
-    [register] = session.receive(packet, 1.0)
-    assert register == Register(Subscribe(7, (("a/#", 1), ("c", 0))))
-    [suback] = session.subscribed(7, [1, 0])
-    assert suback == Send(SubAck(7, (1, ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED, 0)))
-    identified = Subscribe(8, (("a", 1),), Properties(subscription_identifiers=(5,)))
-    assert session.receive(identified, 1.0) == [
-        Send(SubAck(8, (ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,)))
-    ]
+    assert session.receive(packet, 1.0) == [Register(packet)]
+    assert session.subscribed(7, [1, 1, 0]) == [Send(SubAck(7, (1, 1, 0)))]
 
 
 def test_v5_unsuback_has_a_reason_code_for_each_filter() -> None:

@@ -91,6 +91,10 @@ def test_retained_publications(broker: MqttBroker) -> None:
     late.subscribe(("r/#", 1))
     assert late.receive(1) == [Received("r/one", b"live", 1, True)]
     assert late.nothing_more()
+    # The same filter again replaces the subscription: its retained ones are sent again [MQTT-3.8.4-3].
+    assert late.subscribe(("r/#", 0)) == [0]
+    assert late.receive(1) == [Received("r/one", b"live", 0, True)]
+    assert late.nothing_more()
 
 
 def test_credentials(broker: MqttBroker) -> None:

@@ -14,9 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import paho.mqtt.client as paho
 import pytest
 
-from broker.protocol.mqtt import ConnAck, Will
+from broker.protocol.mqtt import MQTT_5, ConnAck, Properties, Publish, SubAck, Subscribe, Will
 from broker.service.mqtt.membership import BEATS_PER_TIMEOUT
 from broker.store import mqtt
 from tests.broker.service.mqtt.clients import Mosquitto, Paho, Raw, eventually
@@ -337,3 +338,30 @@ def test_each_node_publishes_its_own_status_and_one_node_the_clusters_totals(clu
     assert eventually(lambda: shows(gone), DETECTION + 15), seen
     assert seen["$SYS/broker/nodes/node2/uptime"] == b""  # every topic of the node gone cleared
     watcher.close()
+
+
+def test_a_shared_subscription_spans_the_nodes(cluster: Cluster) -> None:
+    """Members of one shared subscription on two nodes: what the member on the publisher's node
+    has no room for waits on the share's queue and goes to the member on the other node, as
+    does what that member leaves unacknowledged when it goes."""
+    cluster.start("node1", "node2")
+    share = "$share/workers/jobs/#"
+    silent = Raw(cluster.ports["node1"], level=MQTT_5)
+    connack = silent.connect("silent", properties=Properties(receive_maximum=1))
+    assert isinstance(connack, ConnAck) and connack.return_code == 0
+    silent.send(Subscribe(1, ((share, 1),)))
+    assert silent.next() == SubAck(1, (1,))
+    far = Paho(cluster.ports["node2"], "far", protocol=paho.MQTTv5)
+    assert far.connect()[0] == 0
+    assert far.subscribe((share, 1)) == [1]
+    publisher = Paho(cluster.ports["node1"], "boss")
+    publisher.connect()
+    for number in range(5):
+        publisher.publish("jobs/x", b"%d" % number, 1)
+    held = silent.next()
+    assert isinstance(held, Publish)
+    got = [m.payload for m in far.receive(4)]
+    silent.close()  # never acknowledged: back on the share's queue, for the member on node2
+    got += [m.payload for m in far.receive(1)]
+    assert sorted(got) == [b"0", b"1", b"2", b"3", b"4"]
+    assert far.nothing_more()

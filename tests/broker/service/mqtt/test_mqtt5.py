@@ -97,8 +97,8 @@ def test_connack_assigns_an_identifier_and_tells_the_limits(broker: MqttBroker) 
     assert properties.topic_alias_maximum == 10
     assert properties.receive_maximum == 500
     assert properties.maximum_packet_size == 4 * 1024 * 1024
-    assert properties.shared_subscription_available is False
-    assert properties.subscription_identifier_available is False
+    assert properties.shared_subscription_available is None  # offered
+    assert properties.subscription_identifier_available is None  # offered
     with broker.qm.reading() as conn:
         stored = mqtt.find_session(conn, properties.assigned_client_identifier or "")
     assert stored is not None and stored.protocol_level == MQTT_5 and stored.clean
@@ -115,7 +115,7 @@ def test_refusals_carry_their_reason_codes(broker: MqttBroker) -> None:
     raw.send(Publish("$SYS/mine", b"no", 1, packet_id=1))
     assert raw.next() == PubAck(1, ReasonCode.NOT_AUTHORIZED)
     raw.send(Subscribe(2, (("ok/#", 1), ("$share/g/t", 1))))
-    assert raw.next() == SubAck(2, (1, ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED))
+    assert raw.next() == SubAck(2, (1, 1))  # shared subscriptions are offered
     raw.send(Unsubscribe(3, ("ok/#", "never")))
     assert raw.next() == UnsubAck(3, (0, 0))
 
