@@ -22,10 +22,10 @@ from broker.protocol.mqtt import (
     Subscribe,
 )
 from broker.protocol.options import RegOpt
-from broker.store import mqtt
+from broker.store import listings, mqtt
 from queues.errors import MQError
 from queues.message import MQPER_PERSISTENT
-from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, eventually
+from tests.broker.service.mqtt.clients import MqttBroker, Paho, Raw, eventually, mosquitto_pub, mosquitto_sub
 
 SHARE = "$share/workers/Jobs/#"
 QUEUE = mqtt.share_queue_for("workers", "Jobs/#")
@@ -61,6 +61,16 @@ def test_each_publication_reaches_one_member_in_turn(broker: MqttBroker) -> None
     got = payloads(five, 10) + payloads(old, 10)
     assert sorted(got, key=int) == [b"%d" % n for n in range(20)]
     assert five.nothing_more() and old.nothing_more()
+
+
+def test_mosquitto_sub_at_5_and_3_1_1_are_members_of_one_group(broker: MqttBroker) -> None:
+    five = mosquitto_sub(broker.port, "mqttv5", SHARE, 3, "-q", "1")
+    old = mosquitto_sub(broker.port, "mqttv311", SHARE, 3, "-q", "1")
+    assert eventually(lambda: _members(broker) == 2)
+    for number in range(6):
+        mosquitto_pub(broker.port, "mqttv5", f"Jobs/{number}", str(number), 1)
+    lines = [line for sub in (five, old) for line in sub.communicate(timeout=20)[0].split("\n") if line]
+    assert sorted(lines) == [f"0 Jobs/{n} {n}" for n in range(6)]
 
 
 def test_a_plain_subscription_beside_a_shared_one_gets_its_own_copy(broker: MqttBroker) -> None:
@@ -184,6 +194,13 @@ def test_publications_routed_by_another_process_reach_a_member(broker: MqttBroke
             assert app.publish("Jobs/app", b"%d" % number, persistence=MQPER_PERSISTENT).ok
     counts.update(payloads(here, 5))
     assert counts == Counter({b"%d" % n: 1 for n in range(5)})
+
+
+def _members(broker: MqttBroker) -> int:
+    """The members of the shared subscription's identity set, as the engine stored them."""
+    with broker.qm.reading() as conn:
+        found = listings.list_subscriptions(conn, listings.SubscriptionFilter(queue=QUEUE))
+    return len(found[0][1].members) if found else 0
 
 
 def _defined(broker: MqttBroker, queue: str) -> bool:
