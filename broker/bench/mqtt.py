@@ -27,8 +27,17 @@ client timing its own QoS 1 round trips meanwhile, and large payloads beside a s
 never reads: deliveries in the measuring window, the loss after a drain, the probe's round trips,
 a new client's wait, the server's memory at the end.
 
+Shared subscription: ``--shared`` subscribers on ``$share/bench/bench/<run>/#`` and the
+throughput's publishers on ``bench/<run>/<n>/x``, at QoS 0 and 1, ``--repeat`` runs each: every
+publication is to reach one member of the group, so deliveries/s counts the distinct publications
+the group received, and a publication no member received is missing, one received twice (by
+one member or by two) a duplicate.
+
 Idle connections: ``--idle`` connections CONNECT with keepalive 60 and stay silent; the server's
 resident set (VmRSS of its process and its children) before and after, per connection.
+
+Every client speaks the protocol level ``--protocol`` names (3.1.1, or 5.0: its CONNECT asks
+for a session that ends with the connection).
 
 The servers run side by side and take turns (:func:`measure`): every server's runs of one
 kind come within a minute or so of each other, whatever the machine does over the whole run.
@@ -53,6 +62,7 @@ from typing import Any
 
 from broker.bench import mqtt_churn, mqtt_flood, mqtt_scale
 from broker.bench.mqtt_load import (
+    ROOT,
     PublisherSpec,
     SubscriberSpec,
     open_idle,
@@ -77,8 +87,11 @@ from broker.bench.mqtt_runs import (
 from broker.bench.options import DATABASES, database_list, emit, positive
 from broker.bench.process_stats import cpu_seconds, rss_kb
 from broker.bench.scratch import DEFAULT_PG_URL
+from broker.protocol.mqtt import MQTT_311
 
 QOS_LEVELS = (0, 1, 2)
+SHARED_QOS_LEVELS = (0, 1)
+SHARE = "bench"  # the shared subscription's group name
 IDLE_KEEPALIVE = 60
 # The targets: ours / Mosquitto at least this, per QoS, in both workloads; p99 under 10 ms at
 # 1,000/s before and after the floods, with at most 40 us of server CPU per QoS 1 delivery; the
@@ -121,9 +134,14 @@ class Idle:
         return (self.rss_after_kb - self.rss_before_kb) / self.connections
 
 
-def throughput(server: Server, qos: int, load: Workload, processes: int) -> Throughput:
+def throughput(
+    server: Server, qos: int, load: Workload, processes: int, *, shared: bool = False
+) -> Throughput:
     """Every publisher as fast as the server takes it for ``load.seconds``, then until the last
-    delivery (or ``load.idle_seconds`` without one)."""
+    delivery (or ``load.idle_seconds`` without one). ``shared``: ``load.shared`` subscribers in
+    one shared subscription's group on topics of this run's own, each publication expected once
+    in the group."""
+    root = f"{ROOT}/{run_id()}" if shared else ROOT
     specs = [
         PublisherSpec(
             "127.0.0.1",
@@ -135,24 +153,35 @@ def throughput(server: Server, qos: int, load: Workload, processes: int) -> Thro
             load.window,
             seconds=load.seconds,
             protocol=load.protocol,
+            root=root,
         )
         for group in split(range(load.publishers), processes)
     ]
     subscribers = SubscriberSpec(
-        "127.0.0.1", server.port, qos, (), run_id(), load.idle_seconds, protocol=load.protocol
+        "127.0.0.1",
+        server.port,
+        qos,
+        (),
+        run_id(),
+        load.idle_seconds,
+        protocol=load.protocol,
+        root=root,
+        share=SHARE if shared else "",
     )
+    members = load.shared if shared else SUBSCRIBERS
     cpu = cpu_seconds(server.pid)
-    published, received = run_clients(server, qos, specs, subscribers, processes)
+    published, received = run_clients(server, qos, specs, subscribers, processes, members=members)
     cpu = cpu_seconds(server.pid) - cpu
     started = min(r.started for r in published)
     total = sum(r.published for r in published)
+    distinct = len(set().union(*(r.keys for r in received))) if shared else sum(r.distinct for r in received)
     return Throughput(
         server.name,
         qos,
         total,
-        total * SUBSCRIBERS,
+        total if shared else total * SUBSCRIBERS,
         sum(r.received for r in received),
-        sum(r.distinct for r in received),
+        distinct,
         max(r.finished for r in published) - started,
         max((r.last for r in received if r.received), default=started) - started,
         sum(r.cpu for r in published),
@@ -192,11 +221,11 @@ def _percentile(ordered: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def idle(server: Server, count: int) -> Idle:
+def idle(server: Server, count: int, level: int = MQTT_311) -> Idle:
     async def hold() -> tuple[int, int]:
         await asyncio.sleep(1.0)
         before = rss_kb(server.process.pid)
-        connections = await open_idle("127.0.0.1", server.port, count, IDLE_KEEPALIVE)
+        connections = await open_idle("127.0.0.1", server.port, count, IDLE_KEEPALIVE, level)
         await asyncio.sleep(2.0)
         after = rss_kb(server.process.pid)
         await asyncio.gather(*(c.close() for c in connections))
@@ -210,29 +239,35 @@ def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
     """Every figure of each server, the servers taking turns: each one's idle connections (on a
     server that has carried no traffic), then each one's latency, then each one's connection
     scale, then round after round of throughput runs (per QoS, ``load.repeat`` rounds, each
-    server once a round). The machine moves during a benchmark of many minutes (other work,
-    heat, a database writing back what a flood left); taking turns puts every server's runs of
-    one kind within a minute or so of each other, so the ratios compare like with like, and the
-    latency at a steady rate is measured before any flood, whose write-back would land on
-    whichever server came next. On a shared machine the fastest run is the one least disturbed
-    by others, and a delivery missed in any run is still reported."""
+    server once a round), then the shared subscription's runs in rounds alike. The machine
+    moves during a benchmark of many minutes (other work, heat, a database writing back what a
+    flood left); taking turns puts every server's runs of one kind within a minute or so of each
+    other, so the ratios compare like with like, and the latency at a steady rate is measured
+    before any flood, whose write-back would land on whichever server came next. On a shared
+    machine the fastest run is the one least disturbed by others, and a delivery missed in any
+    run is still reported."""
     results: list[dict[str, Any]] = [
-        {"server": server.name, "idle": idle(server, load.idle)} for server in servers
+        {"server": server.name, "idle": idle(server, load.idle, load.protocol)} for server in servers
     ]
     for server, result in zip(servers, results, strict=True):
         result["latency"] = latency(server, load, load.processes)
     for server, result in zip(servers, results, strict=True):
-        result["scale"] = connection_scale(server, load.connections) if load.connections else None
+        result["scale"] = (
+            connection_scale(server, load.connections, load.protocol) if load.connections else None
+        )
         result["throughput"] = [[] for _ in QOS_LEVELS]
+        result["shared"] = [[] for _ in SHARED_QOS_LEVELS] if load.shared else []
         result["floods"] = []
     for flood_load in load.floods:
         for server, result in zip(servers, results, strict=True):
             result["floods"].append(
-                mqtt_flood.run(server.port, server.pid, server.name, flood_load, run_id())
+                mqtt_flood.run(server.port, server.pid, server.name, flood_load, run_id(), load.protocol)
             )
     for server, result in zip(servers, results, strict=True):
         result["connect_flood"] = (
-            mqtt_churn.connect_flood(server.port, server.name, run_id(), load.connect_flood_seconds)
+            mqtt_churn.connect_flood(
+                server.port, server.name, run_id(), load.connect_flood_seconds, load.protocol
+            )
             if load.connect_flood_seconds
             else None
         )
@@ -242,20 +277,26 @@ def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
         for _ in range(load.repeat):
             for server, result in zip(servers, results, strict=True):
                 result["throughput"][index].append(throughput(server, qos, load, load.processes))
+    for index, qos in enumerate(SHARED_QOS_LEVELS if load.shared else ()):
+        for _ in range(load.repeat):
+            for server, result in zip(servers, results, strict=True):
+                result["shared"][index].append(throughput(server, qos, load, load.processes, shared=True))
     for server, result in zip(servers, results, strict=True):
-        result["churn"] = churn(server, load.churn) if load.churn else None
+        result["churn"] = churn(server, load.churn, load.protocol) if load.churn else None
     return results
 
 
-def churn(server: Server, cycles: int) -> mqtt_churn.Churn:
+def churn(server: Server, cycles: int, level: int = MQTT_311) -> mqtt_churn.Churn:
     pid = server.process.pid
-    return mqtt_churn.churn(server.port, lambda: rss_kb(pid), server.name, run_id(), cycles)
+    return mqtt_churn.churn(server.port, lambda: rss_kb(pid), server.name, run_id(), cycles, level)
 
 
-def connection_scale(server: Server, count: int) -> mqtt_scale.Scale:
+def connection_scale(server: Server, count: int, level: int = MQTT_311) -> mqtt_scale.Scale:
     """``count`` clients with one subscription each: connect rate, memory, one fan-out."""
     return asyncio.run(
-        mqtt_scale.measure("127.0.0.1", server.port, count, lambda: rss_kb(server.process.pid), server.name)
+        mqtt_scale.measure(
+            "127.0.0.1", server.port, count, lambda: rss_kb(server.process.pid), server.name, level
+        )
     )
 
 
@@ -332,6 +373,18 @@ def spread(runs: Sequence[Throughput]) -> float:
     return (max(rates) - min(rates)) / max(rates) if rates and max(rates) > 0 else 0.0
 
 
+def _shared_lines(runs: Sequence[Sequence[Throughput]], load: Workload) -> list[str]:
+    """The shared subscription's rows, under the throughput's columns."""
+    if not runs:
+        return []
+    return [
+        f"shared subscription: {load.shared} subscribers on $share/{SHARE}/{ROOT}/<run>/#, "
+        f"{load.publishers} publishers on {ROOT}/<run>/<n>/x, each publication once in the group "
+        "(missing and dup: across the group)",
+        *map(_throughput_line, runs),
+    ]
+
+
 def _latency_line(when: str, lat: Latency) -> str:
     return (
         f"latency QoS 1 at {lat.rate:,}/s {when} (achieved {lat.achieved:,.0f}/s, {lat.deliveries:,} "
@@ -399,6 +452,14 @@ def _ratios(anchor: dict[str, Any], target: dict[str, Any]) -> list[str]:
         ours_pub = rate(mine.publications, mine.publish_seconds)
         base_pub = rate(theirs.publications, theirs.publish_seconds)
         lines.append(f"  QoS {mine.qos} publications/s    {_ratio(ours_pub, base_pub):>6}")
+    for mine_runs, their_runs in zip(target["shared"], anchor["shared"], strict=True):
+        mine, theirs = fastest(mine_runs), fastest(their_runs)
+        once = "met" if not any(run.missing or run.duplicates for run in mine_runs) else "NOT met"
+        lines.append(
+            f"  shared QoS {mine.qos} deliveries/s "
+            f"{_ratio(mine.deliveries_per_second, theirs.deliveries_per_second):>6}   "
+            f"each publication once in the group, every run: {once}"
+        )
     for mine_flood, their_flood in zip(target["floods"], anchor["floods"], strict=True):
         ours, base = mine_flood.deliveries_per_second, their_flood.deliveries_per_second
         wanted = DELIVERY_TARGETS.get(mine_flood.qos) if mine_flood.readers > 1 else None
@@ -526,6 +587,7 @@ def report(results: dict[str, Any]) -> str:
             f"{'server':<26} {'QoS':>3} {'pubs/s':>10} {'deliveries/s':>13} {'missing':>8} {'dup':>6} "
             f"{'us/dlv':>8} {'gen us/pub':>9} {'gen us/dlv':>9} {'gen cores':>9}",
             *map(_throughput_line, server["throughput"]),
+            *_shared_lines(server["shared"], load),
             _latency_line("before the floods", server["latency"]),
             _latency_line("after the floods", server["latency_after"]),
             FLOOD_HEADER,
@@ -571,6 +633,7 @@ QUICK = Workload(
     floods=mqtt_flood.QUICK_LOADS,
     connect_flood_seconds=0.5,
     churn=500,
+    shared=4,
 )
 
 
@@ -632,10 +695,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "CPU per delivery, connect rate, failover after SIGKILL (default: none)",
     )
     parser.add_argument(
+        "--shared",
+        type=int,
+        default=10,
+        metavar="N",
+        help="subscribers in a shared subscription's group, at QoS 0 and 1 (0: not run)",
+    )
+    parser.add_argument(
         "--protocol",
         choices=sorted(LEVELS),
         default="3.1.1",
-        help="the MQTT version the throughput and latency runs' clients speak (default 3.1.1)",
+        help="the MQTT version every client speaks (default 3.1.1)",
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, metavar="URL")
     parser.add_argument("--quick", action="store_true", help="tiny counts: checks the harness, not the speed")
@@ -653,7 +723,7 @@ def command(args: argparse.Namespace) -> None:
     if shutil.which(MOSQUITTO) is None:
         raise SystemExit(f"{MOSQUITTO} not found: the benchmark's anchor is Debian's mosquitto package")
     load = (
-        replace(QUICK, nodes=args.nodes)
+        replace(QUICK, nodes=args.nodes, protocol=LEVELS[args.protocol])
         if args.quick
         else Workload(
             args.seconds,
@@ -671,6 +741,7 @@ def command(args: argparse.Namespace) -> None:
             connect_flood_seconds=args.connect_flood_seconds,
             churn=args.churn,
             protocol=LEVELS[args.protocol],
+            shared=args.shared,
         )
     )
     results = run(load, args.databases, pg_url=args.pg_url, target=args.target)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.bench.mqtt_load import Connection
-from broker.protocol.mqtt import PubAck, Publish, SubAck, Subscribe
+from broker.protocol.mqtt import MQTT_311, PubAck, Publish, SubAck, Subscribe
 
 CONCURRENCY = 200  # flood clients at a time
 PROBE_SECONDS = 3.0
@@ -75,15 +75,16 @@ def percentile(ordered: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def cycle(port: int, client_id: str, times: list[float] | None = None) -> None:
-    """One short-lived client (see the module's docstring); ``times`` gets its three waits."""
+async def cycle(port: int, client_id: str, times: list[float] | None = None, level: int = MQTT_311) -> None:
+    """One short-lived client at protocol ``level`` (see the module's docstring); ``times`` gets
+    its three waits."""
     started = time.monotonic()
-    client = await Connection.open("127.0.0.1", port, client_id)
+    client = await Connection.open("127.0.0.1", port, client_id, level=level)
     connected = time.monotonic()
     topic = f"churn/{client_id}"
     client.send(Subscribe(1, ((topic, 1),)))
     answer = await client.next_packet(f"{client_id}: SUBACK")
-    if answer != SubAck(1, (1,)):
+    if not isinstance(answer, SubAck) or answer.return_codes != (1,):
         raise RuntimeError(f"{client_id}: SUBSCRIBE answered {answer}")
     subscribed = time.monotonic()
     client.send(Publish(topic, b"x" * 64, 1, packet_id=2))
@@ -104,8 +105,8 @@ async def cycle(port: int, client_id: str, times: list[float] | None = None) -> 
 class Flood:
     """``CONCURRENCY`` cycles at a time until stopped; counts them."""
 
-    def __init__(self, port: int, prefix: str, concurrency: int = CONCURRENCY) -> None:
-        self.port, self.prefix, self.concurrency = port, prefix, concurrency
+    def __init__(self, port: int, prefix: str, concurrency: int = CONCURRENCY, level: int = MQTT_311) -> None:
+        self.port, self.prefix, self.concurrency, self.level = port, prefix, concurrency, level
         self.done = self.errors = 0
         self._next = 0
         self._stopped = False  # besides cancelling: 3.11's wait_for can swallow a cancellation
@@ -120,7 +121,9 @@ class Flood:
         while not self._stopped and (self._limit is None or self._next < self._limit):
             self._next += 1
             try:
-                await asyncio.wait_for(cycle(self.port, f"{self.prefix}-{self._next}"), CYCLE_SECONDS)
+                await asyncio.wait_for(
+                    cycle(self.port, f"{self.prefix}-{self._next}", level=self.level), CYCLE_SECONDS
+                )
             except (OSError, RuntimeError, TimeoutError):
                 self.errors += 1
             self.done += 1
@@ -137,37 +140,41 @@ class Flood:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-async def _probe(port: int, prefix: str, seconds: float) -> Steps:
+async def _probe(port: int, prefix: str, seconds: float, level: int) -> Steps:
     times: list[float] = []
     deadline = time.monotonic() + seconds
     number = 0
     while time.monotonic() < deadline:
         number += 1
-        await asyncio.wait_for(cycle(port, f"{prefix}-{number}", times), CYCLE_SECONDS)
+        await asyncio.wait_for(cycle(port, f"{prefix}-{number}", times, level), CYCLE_SECONDS)
     return Steps(*(tuple(sorted(times[step::3])) for step in range(3)))
 
 
-async def _connect_flood(port: int, server: str, run_id: str, seconds: float) -> ConnectFlood:
-    alone = await _probe(port, f"probe-{run_id}", seconds)
-    flood = Flood(port, f"flood-{run_id}")
+async def _connect_flood(port: int, server: str, run_id: str, seconds: float, level: int) -> ConnectFlood:
+    alone = await _probe(port, f"probe-{run_id}", seconds, level)
+    flood = Flood(port, f"flood-{run_id}", level=level)
     flood.start()
     await asyncio.sleep(0.5)  # the flood is at full strength before the probe starts
     started, done = time.monotonic(), flood.done
     try:
-        flooded = await _probe(port, f"probe-flooded-{run_id}", seconds)
+        flooded = await _probe(port, f"probe-flooded-{run_id}", seconds, level)
     finally:
         rate = (flood.done - done) / (time.monotonic() - started)
         await flood.stop()
     return ConnectFlood(server, alone, flooded, rate, flood.errors)
 
 
-def connect_flood(port: int, server: str, run_id: str, seconds: float = PROBE_SECONDS) -> ConnectFlood:
-    return asyncio.run(_connect_flood(port, server, run_id, seconds))
+def connect_flood(
+    port: int, server: str, run_id: str, seconds: float = PROBE_SECONDS, level: int = MQTT_311
+) -> ConnectFlood:
+    return asyncio.run(_connect_flood(port, server, run_id, seconds, level))
 
 
-async def _churn(port: int, rss: Callable[[], int], server: str, run_id: str, cycles: int) -> Churn:
+async def _churn(
+    port: int, rss: Callable[[], int], server: str, run_id: str, cycles: int, level: int
+) -> Churn:
     mark = max(1, cycles // 10)
-    flood = Flood(port, f"churn-{run_id}", concurrency=min(CONCURRENCY, cycles))
+    flood = Flood(port, f"churn-{run_id}", concurrency=min(CONCURRENCY, cycles), level=level)
     marks: dict[str, int] = {"start": rss()}
 
     def at(done: int) -> None:
@@ -185,5 +192,7 @@ async def _churn(port: int, rss: Callable[[], int], server: str, run_id: str, cy
     )
 
 
-def churn(port: int, rss: Callable[[], int], server: str, run_id: str, cycles: int) -> Churn:
-    return asyncio.run(_churn(port, rss, server, run_id, cycles))
+def churn(
+    port: int, rss: Callable[[], int], server: str, run_id: str, cycles: int, level: int = MQTT_311
+) -> Churn:
+    return asyncio.run(_churn(port, rss, server, run_id, cycles, level))

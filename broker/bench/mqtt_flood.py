@@ -97,37 +97,45 @@ class Flood:
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def stalled_subscriber(port: int, client_id: str) -> socket.socket:
+def stalled_subscriber(port: int, client_id: str, level: int = MQTT_311) -> socket.socket:
     """A subscriber on ``bench/#`` with a 4 KiB receive buffer that never reads after SUBACK."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, STALLED_BUFFER)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(encode(Connect(PROTOCOL_NAMES[MQTT_311], MQTT_311, client_id, True, 0)))
-    sock.sendall(encode(Subscribe(1, ((FILTER, 0),))))
+    connect = Connect(PROTOCOL_NAMES[level], level, client_id, True, 0)
+    sock.sendall(encode(connect, level) + encode(Subscribe(1, ((FILTER, 0),)), level))
     sock.settimeout(30)
     sock.recv(64)  # CONNACK and SUBACK, or the start of them: enough to know it is served
     return sock
 
 
-def run(port: int, pid: int, server: str, load: FloodLoad, run_id: str) -> Flood:
-    """One flood against the server on ``port`` (process ``pid``)."""
+def run(port: int, pid: int, server: str, load: FloodLoad, run_id: str, level: int = MQTT_311) -> Flood:
+    """One flood against the server on ``port`` (process ``pid``), every client at protocol
+    ``level``."""
     ctx = multiprocessing.get_context("spawn")
     results: Any = ctx.Queue()
     ready: Any = ctx.Queue()
     done, stop_probe = ctx.Event(), ctx.Event()
     published_total, window_end = ctx.Value("q", 0), ctx.Value("d", 0.0)
-    readers = SubscriberSpec("127.0.0.1", port, load.qos, tuple(range(load.readers)), run_id, DRAIN_SECONDS)
+    readers = SubscriberSpec(
+        "127.0.0.1", port, load.qos, tuple(range(load.readers)), run_id, DRAIN_SECONDS, protocol=level
+    )
     workers = [
         ctx.Process(
             target=subscriber_process, args=(readers, ready, done, published_total, results, window_end)
         ),
         ctx.Process(
             target=probe_process,
-            args=(ProbeSpec("127.0.0.1", port, f"probe-{run_id}"), ready, stop_probe, results),
+            args=(
+                ProbeSpec("127.0.0.1", port, f"probe-{run_id}", protocol=level),
+                ready,
+                stop_probe,
+                results,
+            ),
         ),
     ]
     cpu_before = cpu_seconds(pid)
-    with closing(stalled_subscriber(port, f"stalled-{run_id}")) if load.stalled else nullcontext():
+    with closing(stalled_subscriber(port, f"stalled-{run_id}", level)) if load.stalled else nullcontext():
         try:
             for worker in workers:
                 worker.start()
@@ -145,11 +153,12 @@ def run(port: int, pid: int, server: str, load: FloodLoad, run_id: str) -> Flood
                 FLOOD_WINDOW,
                 seconds=load.seconds,
                 payload_size=load.payload,
+                protocol=level,
             )
             workers.append(ctx.Process(target=publisher_process, args=(publisher, results)))
             workers[-1].start()
             published = _expect(results, "publisher")
-            new_client = asyncio.run(first_answer("127.0.0.1", port, f"newcomer-{run_id}"))
+            new_client = asyncio.run(first_answer("127.0.0.1", port, f"newcomer-{run_id}", level))
             published_total.value = published.published
             done.set()
             received = _expect(results, "subscriber")

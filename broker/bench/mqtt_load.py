@@ -48,15 +48,16 @@ from broker.protocol.mqtt import (
 )
 
 PROBE_GRACE_SECONDS = 1.0  # a probe stopped mid round trip waits this long for its answer
-FILTER = "bench/#"
+ROOT = "bench"  # the publications' topics are ``<root>/<publisher>/x``
+FILTER = f"{ROOT}/#"
 STAMP = struct.Struct("!QII")  # wall clock ns, publisher number, sequence number
 CONNECT_SECONDS = 120.0  # a server still draining the previous run may answer late
 NO_KEEPALIVE = 0  # a subscriber that only receives sends nothing for the whole of a long run
 DRAIN_EVERY = 64  # QoS 0: let the socket push back every this many PUBLISHes
 
 
-def topic(publisher: int) -> str:
-    return f"bench/{publisher}/x"
+def topic(root: str, publisher: int) -> str:
+    return f"{root}/{publisher}/x"
 
 
 class Connection(asyncio.Protocol):
@@ -167,6 +168,7 @@ class PublisherSpec:
     seconds: float = 0.0  # stop publishing after this long (0: after ``count``)
     payload_size: int = 256
     protocol: int = MQTT_311  # the protocol level of its connections
+    root: str = ROOT  # the first level of its topics
 
 
 @dataclass(slots=True)
@@ -230,7 +232,7 @@ async def _publish(spec: PublisherSpec, number: int) -> PublisherResult:
         spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE, level=spec.protocol
     )
     window = _Window(connection, spec.window)
-    name = topic(number)
+    name = topic(spec.root, number)
     padding = bytes(spec.payload_size - STAMP.size)
     await asyncio.sleep(max(0.0, spec.start_at - time.time()))
     started = time.time()
@@ -286,6 +288,13 @@ class SubscriberSpec:
     idle_seconds: float = 3.0  # after the publishers are done, give up after this long without any
     latency: bool = False
     protocol: int = MQTT_311  # the protocol level of its connections
+    root: str = ROOT  # the first level of the topics it subscribes to
+    share: str = ""  # a shared subscription's group name (empty: each subscriber its own)
+
+    @property
+    def filter(self) -> str:
+        wildcard = f"{self.root}/#"
+        return f"$share/{self.share}/{wildcard}" if self.share else wildcard
 
 
 @dataclass(slots=True)
@@ -297,6 +306,7 @@ class SubscriberResult:
     latencies_ms: list[float] = field(default_factory=list)
     error: str = ""
     in_window: int = 0  # PUBLISHes received before the window's end (a flood's measuring window)
+    keys: set[bytes] = field(default_factory=set)  # a shared subscription's: the publications it got
 
 
 class _Subscriber:
@@ -335,21 +345,31 @@ class _Subscriber:
         if answers:
             self.connection.write(b"".join(answers))
 
-    async def wait(self, done: Event, published: Synchronized[int]) -> SubscriberResult:
+    async def wait(
+        self, done: Event, published: Synchronized[int], arrived: Synchronized[int] | None
+    ) -> SubscriberResult:
         """Until the publishers are done (``published`` then holds how many they sent) and every
-        publication came, or nothing more has come for ``idle_seconds``."""
-        last_count, quiet_since = -1, time.monotonic()
+        publication came, or nothing more has come for ``idle_seconds``. A shared subscription's
+        members each get some: they add what they got to ``arrived``, and wait for the group's sum."""
+        last_count, quiet_since, reported = -1, time.monotonic(), 0
         while not self.connection.lost:
             await asyncio.sleep(0.1)
             if self.result.received != last_count:
                 last_count, quiet_since = self.result.received, time.monotonic()
+            got = len(self.seen)
+            if arrived is not None:
+                with arrived.get_lock():
+                    arrived.value += got - reported
+                    reported, got = got, arrived.value
             if done.is_set() and (
-                len(self.seen) >= published.value or time.monotonic() - quiet_since > self.spec.idle_seconds
+                got >= published.value or time.monotonic() - quiet_since > self.spec.idle_seconds
             ):
                 break
         if self.connection.lost:
             self.result.error = "the server closed the connection"
         self.result.distinct = len(self.seen)
+        if self.spec.share:
+            self.result.keys = self.seen
         return self.result
 
 
@@ -360,18 +380,19 @@ async def _subscribe(
     done: Event,
     published: Synchronized[int],
     window: Synchronized[float] | None,
+    arrived: Synchronized[int] | None,
 ) -> SubscriberResult:
     client_id = f"bench-sub-{number}-{spec.run}"
     connection = await Connection.open(
         spec.host, spec.port, client_id, keepalive=NO_KEEPALIVE, level=spec.protocol
     )
-    connection.send(Subscribe(1, ((FILTER, spec.qos),)))
+    connection.send(Subscribe(1, ((spec.filter, spec.qos),)))
     answer = await connection.next_packet(f"{client_id}: SUBACK")
     if not isinstance(answer, SubAck) or answer.return_codes != (spec.qos,):
-        raise RuntimeError(f"SUBSCRIBE {FILTER} at QoS {spec.qos} answered {answer}")
+        raise RuntimeError(f"SUBSCRIBE {spec.filter} at QoS {spec.qos} answered {answer}")
     subscriber = _Subscriber(connection, spec, window)
     ready()
-    result = await subscriber.wait(done, published)
+    result = await subscriber.wait(done, published, arrived)
     await connection.close()
     return result
 
@@ -382,10 +403,11 @@ async def _subscribers(
     done: Event,
     published: Synchronized[int],
     window: Synchronized[float] | None,
+    arrived: Synchronized[int] | None,
 ) -> list[SubscriberResult]:
     return await asyncio.gather(
         *(
-            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published, window)
+            _subscribe(spec, number, lambda: ready_queue.put("ready"), done, published, window, arrived)
             for number in spec.subscribers
         )
     )
@@ -411,13 +433,15 @@ def subscriber_process(
     published: Synchronized[int],
     results: Queue[Any],
     window: Synchronized[float] | None = None,
+    arrived: Synchronized[int] | None = None,
 ) -> None:
     """Subscribers until the publishers are ``done``; ``published`` then says how many
-    publications each subscriber should have received. ``window``: the end of a measuring
-    window (wall clock), counted in each result's ``in_window``."""
+    publications each subscriber (or, with ``arrived``, a shared subscription's group) should
+    have received. ``window``: the end of a measuring window (wall clock), counted in each
+    result's ``in_window``."""
     cpu = time.process_time()
     try:
-        found = asyncio.run(_subscribers(spec, ready, done, published, window))
+        found = asyncio.run(_subscribers(spec, ready, done, published, window, arrived))
     except Exception as error:
         ready.put("failed")
         results.put(("subscriber", [SubscriberResult(error=f"{type(error).__name__}: {error}")]))
@@ -437,6 +461,7 @@ class ProbeSpec:
     port: int
     client_id: str
     interval: float = 0.02  # seconds between a round trip's end and the next one's start
+    protocol: int = MQTT_311  # the protocol level of its connection
 
 
 @dataclass(slots=True)
@@ -449,7 +474,9 @@ class ProbeResult:
 async def _probe(spec: ProbeSpec, ready: Callable[[], None], stop: Event) -> ProbeResult:
     """QoS 1 to its own subscription: each round trip is the PUBLISH to the server and the
     delivery back (the client that a flood must not keep waiting)."""
-    connection = await Connection.open(spec.host, spec.port, spec.client_id, keepalive=NO_KEEPALIVE)
+    connection = await Connection.open(
+        spec.host, spec.port, spec.client_id, keepalive=NO_KEEPALIVE, level=spec.protocol
+    )
     own = f"probe/{spec.client_id}"
     connection.send(Subscribe(1, ((own, 1),)))
     if not isinstance(await connection.next_packet("probe SUBACK"), SubAck):
@@ -497,11 +524,11 @@ def probe_process(spec: ProbeSpec, ready: Queue[Any], stop: Event, results: Queu
     results.put(("probe", result))
 
 
-async def first_answer(host: str, port: int, client_id: str) -> float:
+async def first_answer(host: str, port: int, client_id: str, level: int = MQTT_311) -> float:
     """Seconds a new client waits to be connected, subscribed and have one QoS 1 publication
     to itself acknowledged and delivered."""
     started = time.perf_counter()
-    connection = await Connection.open(host, port, client_id, keepalive=NO_KEEPALIVE)
+    connection = await Connection.open(host, port, client_id, keepalive=NO_KEEPALIVE, level=level)
     connection.send(Subscribe(1, ((f"probe/{client_id}", 1),)))
     await connection.next_packet("SUBACK")
     connection.send(Publish(f"probe/{client_id}", b"hello", 1, packet_id=1))
@@ -516,13 +543,15 @@ async def first_answer(host: str, port: int, client_id: str) -> float:
 # --- idle connections -------------------------------------------------------------------------
 
 
-async def open_idle(host: str, port: int, count: int, keepalive: int = 60) -> list[Connection]:
-    """``count`` connections that CONNECT with ``keepalive`` and then say nothing."""
+async def open_idle(
+    host: str, port: int, count: int, keepalive: int = 60, level: int = MQTT_311
+) -> list[Connection]:
+    """``count`` connections that CONNECT with ``keepalive`` at ``level`` and then say nothing."""
     connections = []
     for start in range(0, count, 100):  # in steps: the server's accept backlog is finite
         connections += await asyncio.gather(
             *(
-                Connection.open(host, port, f"bench-idle-{n}", keepalive)
+                Connection.open(host, port, f"bench-idle-{n}", keepalive, level=level)
                 for n in range(start, min(count, start + 100))
             )
         )

@@ -201,7 +201,8 @@ class Workload:
     floods: tuple[mqtt_flood.FloodLoad, ...] = mqtt_flood.LOADS
     connect_flood_seconds: float = mqtt_churn.PROBE_SECONDS  # each probe phase (0: no CONNECT flood)
     churn: int = 100_000  # connect-and-leave cycles for the churn memory figure (0: none)
-    protocol: int = MQTT_311  # the protocol level of the throughput and latency runs' clients
+    protocol: int = MQTT_311  # the protocol level of every client
+    shared: int = 10  # subscribers in the shared subscription's group (0: no shared runs)
 
 
 def run_id() -> str:
@@ -220,26 +221,31 @@ def run_clients(
     subscribers: SubscriberSpec,
     processes: int,
     ports: Sequence[int] = (),
+    members: int = SUBSCRIBERS,
 ) -> tuple[list[PublisherResult], list[SubscriberResult]]:
-    """Subscribers connected and subscribed first, then every publisher process started together.
-    ``ports``: the subscriber processes connect to these in turn (the nodes of a cluster)."""
+    """``members`` subscribers connected and subscribed first, then every publisher process
+    started together. ``ports``: the subscriber processes connect to these in turn (the nodes
+    of a cluster)."""
     ctx = multiprocessing.get_context("spawn")
     results: Any = ctx.Queue()
     ready: Any = ctx.Queue()
     done = ctx.Event()
     published_total = ctx.Value("q", 0)
+    arrived = ctx.Value("q", 0) if subscribers.share else None
     workers = []
-    groups = split(range(SUBSCRIBERS), processes)
+    groups = split(range(members), processes)
     for index, group in enumerate(groups):
         port = ports[index % len(ports)] if ports else subscribers.port
         spec = SubscriberSpec(**{**asdict(subscribers), "subscribers": group, "port": port})
         workers.append(
-            ctx.Process(target=subscriber_process, args=(spec, ready, done, published_total, results))
+            ctx.Process(
+                target=subscriber_process, args=(spec, ready, done, published_total, results, None, arrived)
+            )
         )
     try:
         for worker in workers:
             worker.start()
-        for _ in range(SUBSCRIBERS):
+        for _ in range(members):
             try:
                 if ready.get(timeout=SUBSCRIBED_SECONDS) != "ready":
                     break  # a subscriber process failed: its result says why

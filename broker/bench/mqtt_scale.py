@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from broker.bench.mqtt_load import Connection
-from broker.protocol.mqtt import Packet, PingReq, PingResp, PubAck, Publish, SubAck, Subscribe
+from broker.protocol.mqtt import MQTT_311, Packet, PingReq, PingResp, PubAck, Publish, SubAck, Subscribe
 
 TOPIC = "scale/all"
 STEP = 200  # connections opened at once: a server's accept queue is finite
@@ -130,7 +130,7 @@ async def _subscribe(connection: Connection, what: str) -> None:
     answer = await connection.next_packet(what)
     while isinstance(answer, PingResp):
         answer = await connection.next_packet(what)
-    if answer != SubAck(1, (1,)):
+    if not isinstance(answer, SubAck) or answer.return_codes != (1,):
         raise RuntimeError(f"{what}: SUBSCRIBE answered {answer}")
 
 
@@ -143,16 +143,20 @@ async def _fanout(publisher: Connection, qos: int, arrivals: _Arrivals) -> Fanou
     return Fanout(qos, len(times), (max(times) - started) if times else float("nan"))
 
 
-async def measure(host: str, port: int, count: int, rss: Callable[[], int], server: str) -> Scale:
-    """Every figure for ``count`` clients on the server at ``host``:``port`` (``rss``: its
-    resident set in KB)."""
+async def measure(
+    host: str, port: int, count: int, rss: Callable[[], int], server: str, level: int = MQTT_311
+) -> Scale:
+    """Every figure for ``count`` clients at protocol ``level`` on the server at
+    ``host``:``port`` (``rss``: its resident set in KB)."""
     raise_file_limit(count + 256)
     before = rss()
     clients: list[Connection] = []
     pinging = asyncio.ensure_future(_keep_alive(clients))
     try:
         started = time.monotonic()
-        await _in_steps(count, lambda n: Connection.open(host, port, f"scale-{n}", KEEPALIVE), clients)
+        await _in_steps(
+            count, lambda n: Connection.open(host, port, f"scale-{n}", KEEPALIVE, level=level), clients
+        )
         connect_seconds = time.monotonic() - started
         started = time.monotonic()
         await _in_steps(count, lambda n: _subscribe(clients[n], f"scale-{n}"), [])
@@ -162,7 +166,7 @@ async def measure(host: str, port: int, count: int, rss: Callable[[], int], serv
             _Subscriber(client, arrivals)
         await asyncio.sleep(SETTLE_SECONDS)
         after = rss()
-        publisher = await Connection.open(host, port, "scale-publisher", KEEPALIVE)
+        publisher = await Connection.open(host, port, "scale-publisher", KEEPALIVE, level=level)
         fanouts = tuple([await _fanout(publisher, qos, arrivals) for qos in (0, 1)])
         await asyncio.gather(*(c.close() for c in [publisher, *clients]))
     finally:

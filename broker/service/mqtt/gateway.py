@@ -519,7 +519,7 @@ class Batch:
         that can take it now, at the lower of its QoS and the member's, with RETAIN ``retain``
         to one whose subscription has Retain As Published. A QoS 1 one is lent to the member
         until it is acknowledged (``message()``: what goes back on the share's queue should the
-        member leave first)."""
+        member leave first, built only then)."""
         outlets = self.gateway.outlets
         too_big = full = False
         for skipped, member in enumerate(share.in_turn()):
@@ -540,7 +540,7 @@ class Batch:
                 sent = self.outbound(outlet.key, self.number(outlet.window), sent, qos)
                 assert sent.packet_id is not None  # numbered
                 if qos == 1:  # a QoS 2 one is its member's for good [MQTT-4.8.2-4, -5]
-                    self.gateway.lend(outlet.key, sent.packet_id, share.queue, message())
+                    self.gateway.lend(outlet.key, sent.packet_id, share.queue, message)
             self._send(outlet, sent)
             share.advance(skipped)
             return Hand.HANDED
@@ -671,7 +671,7 @@ class Gateway:
         self.direct = _Direct(self.outlets, self.shares)
         # The QoS 1 deliveries from shared subscriptions not yet acknowledged, by session key
         # and packet id: their share's queue and message, put back there if the member leaves.
-        self.lent: dict[bytes, dict[int, tuple[str, Message]]] = {}
+        self.lent: dict[bytes, dict[int, tuple[str, Callable[[], Message]]]] = {}
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
         self.inflight: dict[bytes, Inflight] = {}
@@ -758,7 +758,7 @@ class Gateway:
         self._seq += 1
         return self._seq
 
-    def lend(self, key: bytes, packet_id: int, queue: str, message: Message) -> None:
+    def lend(self, key: bytes, packet_id: int, queue: str, message: Callable[[], Message]) -> None:
         """Note a delivery from the share whose queue is ``queue`` in flight to a member."""
         lent = self.lent.get(key)
         if lent is None:
@@ -1524,7 +1524,7 @@ class Gateway:
                 continue  # the share has ended
             if (run := inflight.acknowledge(packet_id)) is not None:
                 batch.touched.add(run)
-            batch.effects.append(Put(queue_name, message))
+            batch.effects.append(Put(queue_name, message()))
             batch.queued.add(queue_name)
             if (share := self.shares.get(queue_name)) is not None:
                 share.behind = True

@@ -10,25 +10,41 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from broker.bench import mqtt as mqtt_bench
 from broker.bench import mqtt_cluster
 from broker.bench.mqtt import SUBSCRIBERS, Workload
+from broker.protocol.mqtt import MQTT_5
 from tests.conftest import PG_ADMIN_URL, PostgresDatabases
 
 TINY = Workload(seconds=0.3, publishers=2, processes=2, idle_seconds=2.0)
+# A throughput row: server, QoS, publications/s, deliveries/s, missing, duplicates.
+ROW = r"^(mosquitto [\d.]+(?: \(target\))?)\s+([012])\s+([\d,]+)\s+([\d,]+)\s+(\d+)\s+(\d+)"
 
 
-def test_the_quick_run_prints_every_table_with_deliveries_counted() -> None:
+@pytest.mark.parametrize("protocol", ["3.1.1", "5"])
+def test_the_quick_run_prints_every_table_with_deliveries_counted(protocol: str) -> None:
+    """Every shape at either protocol level, the shared subscription's among them."""
     out = subprocess.run(
-        [sys.executable, "-m", "broker.bench", "mqtt", "--quick", "--target", "mosquitto"],
+        [
+            sys.executable,
+            "-m",
+            "broker.bench",
+            "mqtt",
+            "--quick",
+            "--target",
+            "mosquitto",
+            "--protocol",
+            protocol,
+        ],
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
     ).stdout
-    rows = re.findall(
-        r"^(mosquitto [\d.]+(?: \(target\))?)\s+([012])\s+([\d,]+)\s+([\d,]+)\s+(\d+)\s+(\d+)", out, re.M
-    )
+    assert out.startswith(f"MQTT {protocol}: ")
+    rows = re.findall(ROW, out, re.M)
     assert {(server, qos) for server, qos, *_ in rows} >= {
         (server, qos) for server in ("mosquitto 2.0.11", "mosquitto 2.0.11 (target)") for qos in "012"
     }
@@ -57,6 +73,14 @@ def test_the_quick_run_prints_every_table_with_deliveries_counted() -> None:
     assert len(re.findall(churns, out, re.M)) == 2
     assert "churn RSS growth" in out and "new client's p99 step" in out
     assert "generator headroom" in out
+    shared = re.findall(
+        r"^shared subscription: 4 subscribers on \$share/bench/bench/<run>/#.*\n(.*)\n(.*)$", out, re.M
+    )
+    assert len(shared) == 2
+    members = [re.match(ROW, row) for pair in shared for row in pair]
+    assert [(m[2], m[5], m[6]) if m else None for m in members] == [("0", "0", "0"), ("1", "0", "0")] * 2
+    assert all(m and int(m[4].replace(",", "")) > 0 for m in members)  # deliveries/s
+    assert len(re.findall(r"^  shared QoS [01] deliveries/s .* every run: met$", out, re.M)) == 2
 
 
 def test_every_delivery_is_counted_at_every_qos() -> None:
@@ -84,22 +108,30 @@ def test_deliveries_a_server_drops_are_reported_missing() -> None:
 def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_time(monkeypatch) -> None:
     """Idle memory first on every server (before any traffic), then the latencies (before any
     flood), the floods and the CONNECT floods, the latencies again, the throughput runs round by
-    round with each server once a round, and the churn last (its memory figure sees them all)."""
+    round with each server once a round, the shared subscription's alike, and the churn last
+    (its memory figure sees them all); every one at the workload's protocol level."""
     calls: list[tuple[str, str, Any]] = []
+    levels: set[int] = set()
 
     def record(kind: str) -> Any:
-        def call(server: Any, *args: Any) -> str:
-            qos = args[0] if kind == "throughput" else -1
-            calls.append((kind, server.name, qos))
+        def call(server: Any, *args: Any, shared: bool = False) -> str:
+            if kind == "throughput":
+                levels.add(args[1].protocol)
+                calls.append(("shared" if shared else kind, server.name, args[0]))
+                return "shared" if shared else kind
+            levels.add(args[0].protocol if kind == "latency" else args[-1])
+            calls.append((kind, server.name, -1))
             return kind
 
         return call
 
-    def flood(port: int, pid: int, name: str, load: Any, run_id: str) -> str:
+    def flood(port: int, pid: int, name: str, load: Any, run_id: str, level: int) -> str:
+        levels.add(level)
         calls.append(("flood", name, load.label))
         return "flood"
 
-    def connect_flood(port: int, name: str, run_id: str, seconds: float) -> str:
+    def connect_flood(port: int, name: str, run_id: str, seconds: float, level: int) -> str:
+        levels.add(level)
         calls.append(("connect flood", name, -1))
         return "connect flood"
 
@@ -112,9 +144,10 @@ def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_ti
         SimpleNamespace(name="target", port=2, pid=2),
     ]
     floods = mqtt_bench.mqtt_flood.QUICK_LOADS[:2]
-    results = mqtt_bench.measure(servers, Workload(repeat=2, floods=floods))
+    results = mqtt_bench.measure(servers, Workload(repeat=2, floods=floods, protocol=MQTT_5))
     names = ("anchor", "target")
     rounds = [("throughput", name, qos) for qos in (0, 1, 2) for _ in range(2) for name in names]
+    shared_rounds = [("shared", name, qos) for qos in (0, 1) for _ in range(2) for name in names]
     assert calls == [
         ("idle", "anchor", -1),
         ("idle", "target", -1),
@@ -126,11 +159,14 @@ def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_ti
         ("latency", "anchor", -1),
         ("latency", "target", -1),
         *rounds,
+        *shared_rounds,
         ("churn", "anchor", -1),
         ("churn", "target", -1),
     ]
+    assert levels == {MQTT_5}
     assert [r["server"] for r in results] == ["anchor", "target"]
     assert all(r["throughput"] == [["throughput"] * 2] * 3 for r in results)
+    assert all(r["shared"] == [["shared"] * 2] * 2 for r in results)
     assert all(r["floods"] == ["flood"] * 2 for r in results)
 
 
