@@ -1373,8 +1373,10 @@ class Gateway:
 
     def _publish_one(self, batch: Batch, publish: Publish, user_id: str, origin: str, publisher: str) -> int:
         """Route one PUBLISH of ``publisher``'s client; the reason it was refused for, or 0."""
-        message, headers = translation.decoded_publication(publish, user_id, origin)
-        outcome = batch.route(message, self.stream, publish, headers, publisher=publisher)
+        typed = translation.decoded_publication(publish, user_id, origin)
+        outcome = batch.route(
+            typed.message, self.stream, publish, typed.headers, typed.command, publisher=publisher
+        )
         if publish.retain and not publish.payload:
             batch.route(translation.retained_deletion(publish.topic, user_id), self.stream)
         return outcome.reason if outcome.completion == pscr.ERROR else 0

@@ -59,19 +59,20 @@ def publication(publish: Publish, user_id: str, origin: str = "") -> Message:
     :func:`retained_deletion` goes with it). ``origin`` names the MQTT bridge it came over
     (``broker.service.mqtt.bridging``): it travels with the publication to every subscriber,
     so that bridge never sends it back."""
-    return decoded_publication(publish, user_id, origin)[0]
+    return decoded_publication(publish, user_id, origin).message
 
 
-def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tuple[Message, rfh2.RFH2Body]:
-    """:func:`publication`, with its MQRFH2 as decoded (for the engine, which need not decode
-    what was just encoded). Built from the topic's template: its headers are the same for
-    every publication on the topic at one QoS, so they are rendered and encoded once. An MQTT
-    5.0 publication's properties travel in its folders and its MQMD Expiry
-    (``broker.protocol.mqtt.folders``); one with folder-borne properties has headers of its own."""
+def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> Typed:
+    """:func:`publication`, with its MQRFH2 as decoded and its command as built (for the
+    engine, which need not decode or parse what was just built). Built from the topic's
+    template: its headers are the same for every publication on the topic at one QoS, so they
+    are rendered and encoded once. An MQTT 5.0 publication's properties travel in its folders
+    and its MQMD Expiry (``broker.protocol.mqtt.folders``); one with folder-borne properties
+    has headers of its own."""
     retain = bool(publish.retain and publish.payload)
     properties = publish.properties
     build = _headers if folders.carries(properties) else _template
-    template, headers = build(publish.topic, publish.qos, retain, origin, properties)
+    template, headers, command = build(publish.topic, publish.qos, retain, origin, properties)
     date, time = mq_date_time(now_ms())
     message = derive(
         template,
@@ -81,14 +82,15 @@ def decoded_publication(publish: Publish, user_id: str, origin: str = "") -> tup
         put_date=date,
         put_time=time,
     )
-    return message, rfh2.RFH2Body(headers.headers, publish.payload)
+    return Typed(message, rfh2.RFH2Body(headers.headers, publish.payload), command)
 
 
 def _headers(
     topic: str, qos: int, retain: bool, origin: str, properties: Properties
-) -> tuple[Message, rfh2.RFH2Body]:
+) -> tuple[Message, rfh2.RFH2Body, psc.Command]:
     """The Publish command of a publication on ``topic`` with an empty payload (the MQRFH2's
-    headers come first, the payload is what follows them), and its headers as decoded."""
+    headers come first, the payload is what follows them), its headers as decoded, and the
+    command as built."""
     marked = (f"<origin>{origin}</origin>" if origin else "") + ("<retain>1</retain>" if retain else "")
     command = psc.Publish((topic,), options=PubOpt.RetainPub if retain else psc.NO_PUB_OPTIONS)
     carried = folders.mqtt_elements(properties)
@@ -104,7 +106,8 @@ def _headers(
         persistence=MQPER_PERSISTENT if qos else MQPER_NOT_PERSISTENT,
         expiry=folders.expiry(properties),
     )
-    return message, rfh2.decode(message.body, message.encoding, message.format)
+    headers = rfh2.decode(message.body, message.encoding, message.format)
+    return message, headers, replace(command, folder=rfh2.find(headers.folders, psc.FOLDER)[0][0])
 
 
 # Publications without folder-borne properties (at most a Message Expiry Interval) share them.
