@@ -75,9 +75,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(ctx: Context) -> None:
+    from broker.cli import allocator
     from broker.service import router_pool
     from broker.service.mqtt import transports
 
+    allocator.adopt(ctx.settings.allocator)  # may start this process again, on jemalloc
     router_pool.check(ctx.settings)
     # Addresses and TLS files are checked, and every port bound, before anything starts: one
     # line if one is wrong or taken.

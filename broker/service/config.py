@@ -35,6 +35,7 @@ class Settings:
     sqlite_busy_timeout_ms: int = 30_000
     log_level: str = "INFO"
     log_format: str = "auto"  # text when standard error is a terminal, JSON otherwise
+    allocator: str = "jemalloc"  # what `broker serve` runs on where it is installed (broker.cli.allocator)
     # Routing service
     batch_size: int = 500
     # On SQLite, how long the router waits after a batch that was not full before its next one,
@@ -146,6 +147,7 @@ _FIELDS = {f.name: f for f in fields(Settings) if f.name != "sources"}
 # Settings that take one of a few words: a misspelt policy must not silently mean "deny".
 CHOICES = {
     "log_format": ("auto", "json", "text"),
+    "allocator": ("jemalloc", "system"),
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR"),
     "default_policy": ("allow", "deny"),
     "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),

@@ -176,7 +176,13 @@ def test_the_process_environment_is_the_default(monkeypatch):
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("default_policy", "alow"), ("log_format", "xml"), ("log_level", "LOUD"), ("sqlite_synchronous", "2")],
+    [
+        ("default_policy", "alow"),
+        ("log_format", "xml"),
+        ("log_level", "LOUD"),
+        ("sqlite_synchronous", "2"),
+        ("allocator", "tcmalloc"),
+    ],
 )
 def test_a_word_setting_takes_only_its_words(name, value):
     """A misspelt default policy would otherwise have meant "deny" everywhere, silently."""
