@@ -71,7 +71,7 @@ def _json_everywhere(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    ctx = Context(args)
+    ctx = Context(args, process=argv is None)
     try:
         settings = ctx.settings
     except ConfigError as exc:

@@ -31,9 +31,12 @@ EXIT_USAGE = 2
 class Context:
     """Lazily opened resources for one CLI invocation."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, process: bool = False) -> None:
+        """``process``: the invocation is the process's own command line (not a caller's
+        ``main(argv)``), so it may start the process again (``broker.cli.allocator``)."""
         self.args = args
         self.json = bool(getattr(args, "json", False))
+        self.process = process
 
     @cached_property
     def settings(self) -> Settings:

@@ -79,7 +79,8 @@ def run(ctx: Context) -> None:
     from broker.service import router_pool
     from broker.service.mqtt import transports
 
-    allocator.adopt(ctx.settings.allocator)  # may start this process again, on jemalloc
+    if ctx.process:  # a caller's main(argv) is not replaced
+        allocator.adopt(ctx.settings.allocator)  # may start this process again, on jemalloc
     router_pool.check(ctx.settings)
     # Addresses and TLS files are checked, and every port bound, before anything starts: one
     # line if one is wrong or taken.
