@@ -124,7 +124,10 @@ Send = Callable[[list[Publish]], None]
 class Outlet:
     """A connected client's session as the gateway thread sees it: where its deliveries can
     go straight from a routing batch. ``send`` writes publications to the connection on
-    ``loop``; ``behind``: its queue may hold messages, which go before any new delivery."""
+    ``loop``; ``behind``: its queue may hold messages, which go before any new delivery.
+    ``lasting``: the session outlives the connection; one that ends with it (CleanSession, a
+    Session Expiry Interval of 0) keeps what is in flight to it in memory alone, as nothing
+    could ever send it again, and records no QoS 2 ids of its client's either."""
 
     client_id: str
     key: bytes  # the session's key (``broker.store.mqtt.session_key``)
@@ -135,6 +138,7 @@ class Outlet:
     loop: asyncio.AbstractEventLoop
     behind: bool = True
     max_packet: int = 0  # the largest packet an MQTT 5.0 client takes (0: any)
+    lasting: bool = True
     _rules: dict[str, Rules] = field(default_factory=dict)  # by topic, until the grants change
 
     def rules(self, topic: str) -> Rules:
@@ -207,6 +211,10 @@ class Opened:
     awaiting_release: list[int]
     outbound: list[Outbound]
     behind: bool  # the session queue may hold messages: drain it
+    # The in-flight window of a session that ends with its connection: its connection frees
+    # the ids its client acknowledges itself (nothing was stored, :meth:`Gateway.acknowledged`
+    # would have nothing to write), unless a share lent it deliveries (:attr:`Gateway.lent`).
+    window: Window | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,7 +501,7 @@ class Batch:
             window = outlet.window
             if not window.room:
                 return False
-            sent = self.outbound(outlet.key, self.number(window), plain, qos)
+            sent = self.outbound(outlet.key, self.number(window), plain, qos, kept=outlet.lasting)
         else:
             sent = plain
         self._send(outlet, sent)
@@ -537,7 +545,7 @@ class Batch:
                 too_big = True
                 continue
             if qos:
-                sent = self.outbound(outlet.key, self.number(outlet.window), sent, qos)
+                sent = self.outbound(outlet.key, self.number(outlet.window), sent, qos, kept=outlet.lasting)
                 assert sent.packet_id is not None  # numbered
                 if qos == 1:  # a QoS 2 one is its member's for good [MQTT-4.8.2-4, -5]
                     self.gateway.lend(outlet.key, sent.packet_id, share.queue, message)
@@ -552,16 +560,20 @@ class Batch:
         self.numbered.append((window, packet_id))
         return packet_id
 
-    def outbound(self, key: bytes, packet_id: int, publish: Publish, qos: int) -> Publish:
+    def outbound(
+        self, key: bytes, packet_id: int, publish: Publish, qos: int, *, kept: bool = True
+    ) -> Publish:
         """``publish`` as sent at QoS ``qos`` (1 or 2) with ``packet_id`` to the session whose
-        key is ``key``, RETAIN as given: stored until it is acknowledged."""
+        key is ``key``, RETAIN as given: stored until it is acknowledged if ``kept`` (the
+        session outlives its connection)."""
         topic, payload, retain = publish.topic, publish.payload, publish.retain
-        message = (packet_id, topic, payload, qos, retain, publish.properties)
-        sending = self.sending.get(key)
-        if sending is None:
-            self.sending[key] = [message]
-        else:
-            sending.append(message)
+        if kept:
+            message = (packet_id, topic, payload, qos, retain, publish.properties)
+            sending = self.sending.get(key)
+            if sending is None:
+                self.sending[key] = [message]
+            else:
+                sending.append(message)
         return Publish(topic, payload, qos, retain, False, packet_id, publish.properties)
 
     def undo(self) -> None:
@@ -671,6 +683,9 @@ class Gateway:
         self.direct = _Direct(self.outlets, self.shares)
         # The QoS 1 deliveries from shared subscriptions not yet acknowledged, by session key
         # and packet id: their share's queue and message, put back there if the member leaves.
+        # Deliveries lent to share members, by session key: the gateway thread's, but for a
+        # connection's look at whether its session's key is there (set before any delivery
+        # lent to it is sent).
         self.lent: dict[bytes, dict[int, tuple[str, Callable[[], Message]]]] = {}
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
@@ -1080,6 +1095,7 @@ class Gateway:
         # that nothing was queued for) has nothing to drain before deliveries go straight to
         # the client; a put another process commits meanwhile is announced, and drained then.
         behind = waiting
+        fleeting: Window | None = None
         if opening.send is not None:
             limit = inflight_limit(opening.connect, self.settings.mqtt_max_inflight)
             window = Window(limit, [row.packet_id for row in rows])
@@ -1089,13 +1105,15 @@ class Gateway:
                 client_id, key, opening.queue, window, granted, opening.send, opening.loop, behind
             )
             outlet.max_packet = opening.connect.properties.maximum_packet_size or 0
+            outlet.lasting = not ends_with_connection(opening.connect, opening.expiry)
+            fleeting = None if outlet.lasting else window
             self.outlets[opening.queue] = outlet
             for text in granted:
                 if (queue_name := share_queue(text)) is not None:
                     self._seat(queue_name, text, opening.queue)
                     behind = True  # a drain deals what its shares hold
         if not present:
-            return Opened(False, [], [], behind)
+            return Opened(False, [], [], behind, fleeting)
         outbound = [
             Outbound(
                 Publish(
@@ -1353,9 +1371,10 @@ class Gateway:
 
         def job(batch: Batch) -> list[int]:
             routed: list[int] = []
+            lasting = self._lasting(client_id)
             for publish in publishes:
                 refused = self._route(batch, client_id, publish, user_id, origin)
-                if publish.qos == 2 and publish.packet_id is not None:
+                if publish.qos == 2 and publish.packet_id is not None and lasting:
                     batch.received.append((client_id, publish.packet_id))
                 if refused:
                     batch.refused[client_id] += 1
@@ -1595,34 +1614,50 @@ class Gateway:
             share.behind = False
         return Drained(more=len(taken) == room, members=names)
 
+    def _lasting(self, client_id: str) -> bool:
+        """Whether the session of ``client_id`` outlives its connection (:attr:`Outlet.lasting`;
+        one not connected here: as far as this process knows)."""
+        outlet = self.outlets.get(sessions.queue_for(client_id))
+        return outlet is None or outlet.lasting
+
     def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
-        """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message)."""
+        """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message).
+        Nothing here routes: the state may be as old as a QoS 0 publication's."""
         pairs = [(client_id, packet_id) for packet_id in packet_ids]
-        return Deferred(lambda batch: batch.forgotten.extend(pairs))
+
+        def job(batch: Batch) -> None:
+            if self._lasting(client_id):
+                batch.forgotten.extend(pairs)
+
+        return Deferred(job, memory=True)
 
     def acknowledged(self, client_id: str, packet_ids: Sequence[int], *, received: bool) -> Job:
         """PUBRECs (``received``) mark outbound QoS 2 messages; PUBACKs/PUBCOMPs mark them
         acknowledged for good, and free their packet ids (a new message numbered with one is
-        in a new run, written in the same commit as the old run's bitmap)."""
+        in a new run, written in the same commit as the old run's bitmap). Those of a session
+        that ends with its connection were never stored: nothing to write. Nothing here
+        routes: the state may be as old as a QoS 0 publication's."""
         key = sessions.session_key(client_id)
         queue_name = sessions.queue_for(client_id)
 
         def job(batch: Batch) -> None:
-            inflight = self._inflight(batch, client_id, key)
-            mark = inflight.release if received else inflight.acknowledge
-            touched = batch.touched
-            for packet_id in packet_ids:
-                run = mark(packet_id)
-                if run is not None:
-                    touched.add(run)
+            outlet = self.outlets.get(queue_name)
+            if outlet is None or outlet.lasting:
+                inflight = self._inflight(batch, client_id, key)
+                mark = inflight.release if received else inflight.acknowledge
+                touched = batch.touched
+                for packet_id in packet_ids:
+                    run = mark(packet_id)
+                    if run is not None:
+                        touched.add(run)
             if (lent := self.lent.get(key)) is not None:  # the member has it: never given back
                 for packet_id in packet_ids:
                     lent.pop(packet_id, None)
-            if not received and (outlet := self.outlets.get(queue_name)) is not None:
+            if not received and outlet is not None:
                 for packet_id in packet_ids:
                     outlet.window.free(packet_id)
 
-        return Deferred(job)
+        return Deferred(job, memory=True)
 
     def _inflight(self, batch: Batch, client_id: str, key: bytes) -> Inflight:
         """The session's index, loaded if it is not (after the batch's writes so far, which may
@@ -1669,7 +1704,9 @@ class Gateway:
             count = min(room, FETCH_LIMIT)
 
             def number(publish: Publish, qos: int) -> Publish:
-                return batch.outbound(outlet.key, batch.number(outlet.window), publish, qos)
+                return batch.outbound(
+                    outlet.key, batch.number(outlet.window), publish, qos, kept=outlet.lasting
+                )
 
             taken, publishes = self._take(batch, queue_name, count, outlet.rules, number, fits=outlet.fits)
             if taken < count:

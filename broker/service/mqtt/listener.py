@@ -49,6 +49,7 @@ from broker.protocol.mqtt.session import (
     Route,
     Send,
     Session,
+    Window,
     will_publication,
 )
 from broker.protocol.mqtt.v5.reasons import ReasonCode
@@ -134,6 +135,7 @@ class Connection:
         "_shedding",
         "_steps",
         "_waiters",
+        "_window",
         "address",
         "bytes_in",
         "bytes_out",
@@ -178,6 +180,7 @@ class Connection:
         self._shedding = False  # QoS 0 deliveries are being dropped: the client does not read
         self._held = Held()  # packets read and not yet routed or recorded
         self._half_open = True  # accepted, its CONNECT not answered yet (listener.admission)
+        self._window: Window | None = None  # a session ending with it: ids freed here (Opened)
 
     @property
     def client_id(self) -> str:
@@ -311,8 +314,14 @@ class Connection:
             self._deregister(action)
 
     def _delivered(self, packet_ids: list[int]) -> None:
-        gateway = self.listener.gateway
-        gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False), self._work_failed)
+        """PUBACKs and PUBCOMPs: the gateway records them, but those of a session that ends
+        with the connection, which it never stored: their ids are free again at once."""
+        gateway, window = self.listener.gateway, self._window
+        if window is None or sessions.session_key(self.client_id) in gateway.lent:
+            gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False), self._work_failed)
+        else:
+            for packet_id in packet_ids:
+                window.free(packet_id)
         # There is room in the window again: for a drain that found it full, and for one
         # under way, which may find it full before these acknowledgements are recorded.
         if self._blocked or self._sharing or self._pumping is not None:
@@ -527,6 +536,7 @@ class Connection:
         job = gateway.open(action.connect, action.client_id, user_id, self.address, self.deliver, expiry)
         opened: Opened = await takeover.opened(self.listener, action.client_id, job)
         self.listener.attach(self)
+        self._window = opened.window
         if opened.behind:
             self.wake()
         log.info(

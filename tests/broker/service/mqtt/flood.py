@@ -199,38 +199,55 @@ class Publisher:
                     self._free.release()
 
 
-class Probe(threading.Thread):
+class Probe:
     """A client publishing QoS 1 to its own subscription every ``every`` seconds and timing
-    each round trip: the PUBLISH back from the broker."""
+    each round trip: the PUBLISH back from the broker. In a process of its own, as the
+    :class:`Counter` is: in the test's process the publisher threads' turns at the interpreter
+    lock would be timed as the broker's."""
 
     def __init__(self, port: int, client_id: str, every: float = 0.05) -> None:
-        super().__init__(name=client_id, daemon=True)
-        self.sock = connect(port, client_id)
-        self.topic = f"probe/{client_id}"
-        subscribe(self.sock, self.topic, 1)
-        self.every = every
-        self.round_trips: list[float] = []
-        self.halt = False
+        self._longest = multiprocessing.Value("d", 0.0, lock=False)
+        self._trips = multiprocessing.Value("q", 0, lock=False)
+        self._ready = multiprocessing.Event()
+        self._halt = multiprocessing.Event()
+        self._process = multiprocessing.get_context("fork").Process(
+            target=_probe,
+            args=(port, client_id, every, self._longest, self._trips, self._ready, self._halt),
+            daemon=True,
+        )
 
-    def run(self) -> None:
-        decoder = Decoder()
-        number = 0
-        while not self.halt:
-            number = number % 65535 + 1
-            sent = time.monotonic()
-            self.sock.sendall(encode(Publish(self.topic, b"probe", 1, packet_id=number)))
-            back = False
-            while not back:
-                for packet in decoder.feed(self.sock.recv(65536)):
-                    if isinstance(packet, Publish):
-                        back = True
-                        self.round_trips.append(time.monotonic() - sent)
-                        self.sock.sendall(encode(PubAck(packet.packet_id or 0)))
-            time.sleep(self.every)
+    def start(self) -> None:
+        self._process.start()
+        assert self._ready.wait(30), "the probe did not subscribe"
 
     def stop(self) -> float:
         """Stop; the longest round trip."""
-        self.halt = True
-        self.join(30)
-        self.sock.close()
-        return max(self.round_trips)
+        self._halt.set()
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+        assert self._trips.value, "the probe made no round trip"
+        return float(self._longest.value)
+
+
+def _probe(port: int, client_id: str, every: float, longest: Any, trips: Any, ready: Any, halt: Any) -> None:
+    sock = connect(port, client_id)
+    topic = f"probe/{client_id}"
+    subscribe(sock, topic, 1)
+    ready.set()
+    decoder = Decoder()
+    number = 0
+    while not halt.is_set():
+        number = number % 65535 + 1
+        sent = time.monotonic()
+        sock.sendall(encode(Publish(topic, b"probe", 1, packet_id=number)))
+        back = False
+        while not back:
+            for packet in decoder.feed(sock.recv(65536)):
+                if isinstance(packet, Publish):
+                    back = True
+                    longest.value = max(longest.value, time.monotonic() - sent)
+                    trips.value += 1
+                    sock.sendall(encode(PubAck(packet.packet_id or 0)))
+        time.sleep(every)
+    sock.close()

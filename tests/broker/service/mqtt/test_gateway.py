@@ -75,7 +75,7 @@ def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> No
     async def scenario() -> None:
         async with running(qm) as gateway:
             sub = Client(gateway, "sub")
-            await sub.open()
+            await sub.open(clean=False)
             await sub.subscribe("t/#", 1)
             await sub.drain()
             await publish(gateway, Publish("t/a", b"warm-up"))  # a fresh state for what follows
@@ -93,6 +93,45 @@ def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> No
             await gateway.submit(gateway.acknowledged("sub", [sent.packet_id or 0], received=False))
             with qm.unit_of_work() as uow:
                 assert sessions.unacknowledged(uow.connection, "sub") == []
+
+    asyncio.run(scenario())
+
+
+def test_a_session_ending_with_its_connection_keeps_its_deliveries_in_flight_in_memory(
+    qm: QueueManager,
+) -> None:
+    """Nothing could ever send a clean session's QoS 1/2 deliveries again: they are not
+    stored, their acknowledgements write nothing, and the QoS 2 ids its client publishes with
+    are not recorded; the window still bounds what is in flight."""
+
+    async def scenario() -> None:
+        settings = Settings(mqtt_max_inflight=2)
+        async with running(qm, settings) as gateway:
+            sub = Client(gateway, "sub")
+            await sub.open(clean=True)
+            await sub.subscribe("t/#", 2)
+            await sub.drain()
+            pub = Client(gateway, "pub")
+            await pub.open(clean=True)
+            await publish(gateway, Publish("t/a", b"warm-up"))
+            with recorded(qm.engine) as statements:
+                await publish(
+                    gateway, *(Publish("t/b", str(n).encode(), qos=2, packet_id=n + 1) for n in range(3))
+                )
+            # The third's put on the session queue is the batch's only write.
+            assert not [s for s in statements if "psb_mqtt" in s], statements
+            assert [(p.payload, p.qos) for p in sub.received[1:]] == [(b"0", 2), (b"1", 2)]  # the window's 2
+            assert qm.depth(sub.queue) == 1  # the third waits on the queue
+            with qm.unit_of_work() as uow:
+                assert sessions.unacknowledged(uow.connection, "sub") == []
+            first = sub.received[1].packet_id or 0
+            with recorded(qm.engine) as statements:
+                await gateway.submit(gateway.acknowledged("sub", [first], received=True))
+                await gateway.submit(gateway.acknowledged("sub", [first], received=False))
+                await gateway.submit(gateway.released("pub", [1, 2, 3]))
+            assert statements == []
+            await sub.drain()  # room again for the third
+            assert [p.payload for p in sub.received[1:]] == [b"0", b"1", b"2"]
 
     asyncio.run(scenario())
 
@@ -183,7 +222,7 @@ def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_befor
     async def scenario() -> None:
         async with running(qm) as gateway:
             sub = Client(gateway, "sub")
-            await sub.open()
+            await sub.open(clean=False)
             await sub.subscribe("t", 1)
             await publish(gateway, Publish("t", b"warm-up", qos=1, packet_id=1))
             acknowledgement = gateway.acknowledged("sub", [sub.received[0].packet_id or 0], received=False)
@@ -222,7 +261,7 @@ def test_a_batch_the_database_fails_fails_every_job_at_once_and_tells_those_nobo
     async def scenario() -> None:
         async with running(qm) as gateway:
             sub = Client(gateway, "sub")
-            await sub.open()
+            await sub.open(clean=False)
             await sub.subscribe("t", 1)
             await publish(gateway, Publish("t", b"one", qos=1, packet_id=1))
             sent = sub.received[0]
