@@ -19,6 +19,7 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
+from broker.service.event_loop import uvicorn_loop
 from broker.service.listening import cannot_listen
 from broker.service.router import RoutingService
 from broker.service.signals import on_stop_signals
@@ -90,11 +91,13 @@ def serve(
     *,
     router: RoutingService | None = None,
     tls: ssl.SSLContext | None = None,
+    event_loop: str = "uvloop",
 ) -> None:
     """Serve ``app`` on ``sock`` (:func:`listening_socket`) until SIGTERM/SIGINT (and run
     ``router`` meanwhile, if given); over HTTPS with ``tls`` (``broker.service.tls``: the
-    context MQTT over TLS uses, TLS 1.2 and later). The API's and the console's addresses are
-    logged first: uvicorn logs none for a socket it did not bind."""
+    context MQTT over TLS uses, TLS 1.2 and later), on the loop ``event_loop`` names
+    (``broker.service.event_loop``). The API's and the console's addresses are logged first:
+    uvicorn logs none for a socket it did not bind."""
     base = _base_url(sock, tls)
     log.info("listening", extra={"listener": "admin API", "url": f"{base}/api/v1"})
     log.info("listening", extra={"listener": "web console", "url": f"{base}/"})
@@ -103,6 +106,7 @@ def serve(
         log_config=None,
         lifespan="on",
         ssl_context_factory=None if tls is None else lambda *_: tls,
+        loop=uvicorn_loop(event_loop),
     )
     server = uvicorn.Server(config)
     if router is None:

@@ -31,4 +31,4 @@ def run(ctx: Context) -> None:
 
     tls = api_tls(ctx)
     app = create_app(ctx.qm, ctx.settings)
-    serve(app, api_socket(ctx), tls=tls)
+    serve(app, api_socket(ctx), tls=tls, event_loop=ctx.settings.event_loop)

@@ -177,4 +177,4 @@ def _serve(
     from admin_api.server import serve
 
     app = create_app(ctx.qm, ctx.settings, metrics=service.metrics, started_at=service.started_at)
-    serve(app, api, router=service, tls=tls)
+    serve(app, api, router=service, tls=tls, event_loop=ctx.settings.event_loop)

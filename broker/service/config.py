@@ -36,6 +36,7 @@ class Settings:
     log_level: str = "INFO"
     log_format: str = "auto"  # text when standard error is a terminal, JSON otherwise
     allocator: str = "jemalloc"  # what `broker serve` runs on where it is installed (broker.cli.allocator)
+    event_loop: str = "uvloop"  # the MQTT listener's and the API's (broker.service.event_loop)
     # Routing service
     batch_size: int = 500
     # On SQLite, how long the router waits after a batch that was not full before its next one,
@@ -148,6 +149,7 @@ _FIELDS = {f.name: f for f in fields(Settings) if f.name != "sources"}
 CHOICES = {
     "log_format": ("auto", "json", "text"),
     "allocator": ("jemalloc", "system"),
+    "event_loop": ("uvloop", "asyncio"),
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR"),
     "default_policy": ("allow", "deny"),
     "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),

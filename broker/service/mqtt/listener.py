@@ -54,6 +54,7 @@ from broker.protocol.mqtt.session import (
 )
 from broker.protocol.mqtt.v5.reasons import ReasonCode
 from broker.service.config import Settings
+from broker.service.event_loop import loop_factory
 from broker.service.health import database_unavailable
 from broker.service.metrics import BrokerMetrics
 from broker.service.mqtt import bridging, housekeeping, systopics, takeover, translation
@@ -771,7 +772,8 @@ class MqttListener:
 
     def run(self) -> None:
         """Serve until :meth:`stop` (runs its own event loop: call it on a thread)."""
-        asyncio.run(self._serve())
+        with asyncio.Runner(loop_factory=loop_factory(self.settings.event_loop)) as runner:
+            runner.run(self._serve())
 
     def stop(self) -> None:
         """Stop accepting, end every connection (publishing wills), finish the durable work."""
@@ -797,7 +799,13 @@ class MqttListener:
                 )
             watcher.start()
             chores += [asyncio.create_task(chore, name=name) for name, chore in self._chores()]
-            log.info("mqtt listener started", extra={"listeners": ", ".join(str(e) for e in self.endpoints)})
+            log.info(
+                "mqtt listener started",
+                extra={
+                    "listeners": ", ".join(str(e) for e in self.endpoints),
+                    "event_loop": type(self._loop).__module__.partition(".")[0],  # uvloop or asyncio
+                },
+            )
             for endpoint in self.endpoints:  # as the API's: one line per address, the same fields
                 log.info("listening", extra={"listener": endpoint.kind, "url": str(endpoint)})
 

@@ -16,7 +16,7 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from broker.protocol import proxy
 from broker.service.config import ConfigError, Settings, mqtt_address
@@ -61,8 +61,7 @@ class SocketStream(asyncio.BufferedProtocol):
         self.sink: Sink | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
         self._carrier = getattr(getattr(transport, "_ssl_protocol", None), "_transport", transport)
         self.address = self.address or peer_address(transport.get_extra_info("peername"))
         self.principal = peer_principal(transport.get_extra_info("ssl_object"))

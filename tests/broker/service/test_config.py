@@ -182,6 +182,7 @@ def test_the_process_environment_is_the_default(monkeypatch):
         ("log_level", "LOUD"),
         ("sqlite_synchronous", "2"),
         ("allocator", "tcmalloc"),
+        ("event_loop", "trio"),
     ],
 )
 def test_a_word_setting_takes_only_its_words(name, value):
