@@ -299,13 +299,14 @@ def show_session(conn: Connection, client_id: str) -> StoredSession | None:
 
 
 def _shown() -> Select[Any]:
-    """The sessions with the node holding each and its count of outbound messages in flight."""
-    in_flight = (
+    """The sessions with the node holding each and its count of outbound messages in flight:
+    those stored, and those its node holds in memory alone (as last written)."""
+    stored = (
         select(func.coalesce(func.sum(mqtt_outbound_runs.c.pending), 0))
         .where(mqtt_outbound_runs.c.session_key == mqtt_sessions.c.session_key)
         .scalar_subquery()
-        .label("in_flight")
     )
+    in_flight = (stored + mqtt_sessions.c.in_flight_held).label("in_flight")
     return _with_node(select(mqtt_sessions, in_flight))
 
 
@@ -513,6 +514,7 @@ _CONNECTION_COLUMNS = (
     "keepalive",
     "bytes_in",
     "bytes_out",
+    "in_flight_held",
     "expiry",
     "receive_maximum",
     "topic_alias_maximum",
@@ -535,6 +537,7 @@ def _connection(session: StoredSession) -> dict[str, Any]:
         "keepalive": session.keepalive,
         "bytes_in": session.bytes_in,
         "bytes_out": session.bytes_out,
+        "in_flight_held": 0,
         "expiry": session.expiry,
         "receive_maximum": session.receive_maximum,
         "topic_alias_maximum": session.topic_alias_maximum,
@@ -617,24 +620,31 @@ def _refusal(dialect: str) -> Update:
     )
 
 
-def record_traffic(conn: Connection, owner: str, counts: Mapping[str, tuple[int, int]]) -> None:
-    """The bytes in and out of each client's connection so far (by client id), on the sessions
-    ``owner`` holds (one another listener process has taken over is left alone): one statement
-    for them all, which reads nothing back."""
-    rows = [(session_key(client_id), owner, sent, received) for client_id, (sent, received) in counts.items()]
-    _execute_rows(conn, "record_traffic", _traffic, ("k", "o", "i", "b"), rows)
+def record_traffic(conn: Connection, owner: str, counts: Mapping[str, tuple[int, int, int]]) -> None:
+    """The bytes in and out of each client's connection so far and the deliveries in flight
+    to it held in memory alone (by client id), on the sessions ``owner`` holds (one another
+    listener process has taken over is left alone): one statement for them all, which reads
+    nothing back."""
+    rows = [(session_key(client_id), owner, *numbers) for client_id, numbers in counts.items()]
+    _execute_rows(conn, "record_traffic", _traffic, ("k", "o", "i", "b", "f"), rows)
 
 
 def _traffic(dialect: str) -> Update:
     sessions = mqtt_sessions.c
     named = _parameters(
         dialect,
-        {"k": sessions.session_key, "o": sessions.owner, "i": sessions.bytes_in, "b": sessions.bytes_out},
+        {
+            "k": sessions.session_key,
+            "o": sessions.owner,
+            "i": sessions.bytes_in,
+            "b": sessions.bytes_out,
+            "f": sessions.in_flight_held,
+        },
     )
     return (
         update(mqtt_sessions)
         .where(sessions.session_key == named["k"], sessions.owner == named["o"])
-        .values(bytes_in=named["i"], bytes_out=named["b"])
+        .values(bytes_in=named["i"], bytes_out=named["b"], in_flight_held=named["f"])
     )
 
 

@@ -191,6 +191,9 @@ mqtt_sessions = Table(
     # last wrote them (every few seconds)
     Column("bytes_in", BigInteger, nullable=False, server_default="0"),
     Column("bytes_out", BigInteger, nullable=False, server_default="0"),
+    # deliveries in flight to it that its node holds in memory alone (a session that ends with
+    # its connection stores none), written with the bytes
+    Column("in_flight_held", Integer, nullable=False, server_default="0"),
     # MQTT 5.0: seconds it outlives its client's connection (0xFFFFFFFF: never); NULL: 3.1 or
     # 3.1.1, whose sessions the broker-wide mqtt_session_expiry governs
     Column("expiry", BigInteger),

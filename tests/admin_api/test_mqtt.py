@@ -112,7 +112,7 @@ def test_one_session_with_its_subscriptions_keepalive_and_bytes(api: Api) -> Non
         mqtt.save_session(uow.connection, stored)
         options = 0b1100 | 9 << mqtt.ID_SHIFT  # 5.0's No Local, Retain As Published, Subscription Identifier
         mqtt.grant(uow.connection, "meter/7", [("tariff/#", 1), ("cmd/meter/7", options)])
-        mqtt.record_traffic(uow.connection, "m1", {"meter/7": (1066, 13)})
+        mqtt.record_traffic(uow.connection, "m1", {"meter/7": (1066, 13, 0)})
     found = api.get(f"{SESSIONS}/meter%2F7", "viewer").json()
     assert (found["client_id"], found["protocol_version"], found["keepalive"]) == ("meter/7", "3.1", 30)
     assert (found["bytes_in"], found["bytes_out"], found["queued"], found["in_flight"]) == (1066, 13, 0, 0)

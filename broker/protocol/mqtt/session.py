@@ -684,6 +684,11 @@ class Window:
         self._next = _following(in_flight[-1]) if in_flight else 1  # after the last one sent
 
     @property
+    def used(self) -> int:
+        """How many messages are in flight."""
+        return len(self._in_use)
+
+    @property
     def room(self) -> int:
         """How many more messages may be numbered now."""
         return max(0, self._limit - len(self._in_use))

@@ -1321,8 +1321,9 @@ class Gateway:
 
         return job
 
-    def traffic(self, counts: dict[str, tuple[int, int]]) -> Job:
-        """Write the bytes in and out of each client's connection (by client id) to the
+    def traffic(self, counts: dict[str, tuple[int, int, int]]) -> Job:
+        """Write the bytes in and out of each client's connection and the deliveries in flight
+        to it held in memory alone (by client id) to the
         sessions this member holds, in a batch as its other session writes (no lock taken
         in another order than theirs)."""
 

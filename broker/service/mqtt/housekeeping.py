@@ -153,14 +153,16 @@ async def vacuum(listener: Host) -> None:
     await asyncio.to_thread(sessions.vacuum, listener.qm.engine)
 
 
-Counts = tuple[int, int]  # bytes in, bytes out
+Counts = tuple[int, int, int]  # bytes in, bytes out, deliveries in flight held in memory alone
 
 
 class Traffic:
-    """Writes the bytes each open session's connection has read and written to the session's
-    row: those whose counts changed since the last write, and once more those of connections
-    gone since (so a client that came and went between two writes is counted too; a clean
-    session's row is gone with it, and nothing is written for it), :data:`TRAFFIC_ROWS` a
+    """Writes the bytes each open session's connection has read and written, and the
+    deliveries in flight to it that exist in memory alone (a session that ends with its
+    connection stores none), to the session's row: those whose counts changed since the last
+    write, and once more those of connections gone since (so a client that came and went
+    between two writes is counted too; a clean session's row is gone with it, and nothing is
+    written for it), :data:`TRAFFIC_ROWS` a
     gateway batch. A write that fails is made again with the next."""
 
     def __init__(self, listener: Host) -> None:
@@ -171,11 +173,11 @@ class Traffic:
     async def step(self) -> None:
         listener = self.listener
         for client_id, client in listener.take_departed().items():
-            counts = (client.bytes_in, client.bytes_out)
+            counts = (client.bytes_in, client.bytes_out, 0)  # nothing in flight once it has gone
             if self._written.pop(client, None) != counts:
                 self._gone[client_id] = counts
         current = {
-            client: (client.bytes_in, client.bytes_out)
+            client: (client.bytes_in, client.bytes_out, client.in_flight_held)
             for client in listener.clients.values()
             if client.session.phase is Phase.OPEN
         }

@@ -188,6 +188,11 @@ class Connection:
         return self.session.client_id
 
     @property
+    def in_flight_held(self) -> int:
+        """Deliveries in flight to a session that ends with this connection (none stored)."""
+        return 0 if self._window is None else self._window.used
+
+    @property
     def clean(self) -> bool:
         """Whether the stored session ends with this connection."""
         return self.session.ends_with_connection

@@ -26,7 +26,7 @@ def stored(console: Console, client_id: str, *, online: bool) -> None:
             keepalive=30,
         )
         mqtt.save_session(uow.connection, session)
-        mqtt.record_traffic(uow.connection, "m1", {client_id: (12345, 678)})
+        mqtt.record_traffic(uow.connection, "m1", {client_id: (12345, 678, 0)})
         if not online:
             mqtt.set_offline(uow.connection, now_ms(), [client_id])
 

@@ -181,7 +181,7 @@ def test_sessions_keep_their_columns_whatever_the_length_of_a_client_id(
                     keepalive=45,
                 )
                 mqtt.save_session(uow.connection, stored)
-            mqtt.record_traffic(uow.connection, "m1", {long: (1066, 13), "phone": (1066, 13)})
+            mqtt.record_traffic(uow.connection, "m1", {long: (1066, 13, 0), "phone": (1066, 13, 0)})
     finally:
         qm.close()
     code, out, _ = run(database_url, capsys, "mqtt", "sessions")

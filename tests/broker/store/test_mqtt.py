@@ -196,14 +196,14 @@ def test_a_connection_records_its_keepalive_and_starts_its_byte_counts_afresh(en
                 client_id, queue, "alice", False, level, "a:1", 1, 1, owner=owner, keepalive=30
             )
             mqtt.save_session(conn, stored)
-        mqtt.record_traffic(conn, "m1", {"sensor": (120, 4500), "phone": (7, 8), "nobody": (1, 1)})
+        mqtt.record_traffic(conn, "m1", {"sensor": (120, 4500, 3), "phone": (7, 8, 0), "nobody": (1, 1, 0)})
         mqtt.store_runs(conn, [run("sensor", 1, (1, "a"), (2, "b"))])
         listed = {
             s.client_id: (s.version, s.keepalive, s.bytes_in, s.bytes_out) for s in mqtt.list_sessions(conn)
         }
         assert listed == {"sensor": ("3.1", 30, 120, 4500), "phone": ("3.1.1", 30, 0, 0)}
         shown = mqtt.show_session(conn, "sensor")
-        assert shown is not None and (shown.in_flight, shown.bytes_out) == (2, 4500)
+        assert shown is not None and (shown.in_flight, shown.bytes_out) == (2 + 3, 4500)  # stored + held
         assert mqtt.show_session(conn, "nobody") is None
         mqtt.save_session(
             conn,
@@ -213,6 +213,8 @@ def test_a_connection_records_its_keepalive_and_starts_its_byte_counts_afresh(en
         )
         again = mqtt.find_session(conn, "sensor")
         assert again is not None and (again.keepalive, again.bytes_in, again.bytes_out) == (0, 0, 0)
+        shown = mqtt.show_session(conn, "sensor")
+        assert shown is not None and shown.in_flight == 2  # what its last connection held is gone
 
 
 def test_principals_are_added_once_changed_and_removed_by_name(engine: Engine) -> None:

@@ -26,7 +26,7 @@ from broker.protocol.mqtt import (
 from broker.service.mqtt.housekeeping import period
 from broker.store import mqtt as sessions
 from tests.broker.cli.test_tokens import run
-from tests.broker.service.mqtt.clients import PASSWORD, MqttBroker, Paho, eventually
+from tests.broker.service.mqtt.clients import PASSWORD, MqttBroker, Paho, Raw, eventually
 from tests.conftest import PostgresDatabases
 from tests.e2e.processes import Brokers
 
@@ -127,6 +127,33 @@ def test_each_connection_s_keepalive_and_bytes_reach_its_session_row(broker: Mqt
     assert eventually(lambda: traffic(broker, "brief") == (size(hello, Disconnect()), 4), timeout=15)
     stored = _stored(broker, "brief")
     assert stored is not None and (stored.version, stored.keepalive, stored.online) == ("3.1", 0, False)
+
+
+def test_a_clean_session_s_deliveries_in_flight_are_counted_though_never_stored(broker: MqttBroker) -> None:
+    """A session that ends with its connection keeps what is in flight to it in memory alone:
+    its listener writes how many with its bytes, and the operators' listing counts them; none
+    once they are acknowledged."""
+    device = Raw(broker.port)
+    assert device.connect("device", clean=True) == ConnAck(False, 0)
+    device.send(Subscribe(1, (("cmd/#", 1),)))
+    assert device.next() == SubAck(1, (1,))
+    publisher = Paho(broker.port, "console")
+    publisher.connect()
+    for n in range(3):
+        publisher.publish(f"cmd/{n}", b"go", 1)
+    sent = [device.next() for _ in range(3)]
+    assert all(isinstance(p, Publish) and p.qos == 1 for p in sent)
+    with broker.qm.reading() as conn:
+        assert sessions.unacknowledged(conn, "device") == []  # nothing stored
+
+    assert eventually(lambda: in_flight(broker, "device") == 3, timeout=15), in_flight(broker, "device")
+    device.send(*(PubAck(p.packet_id or 0) for p in sent if isinstance(p, Publish)))
+    assert eventually(lambda: in_flight(broker, "device") == 0, timeout=15), in_flight(broker, "device")
+
+
+def in_flight(broker: MqttBroker, client_id: str) -> int | None:
+    stored = _stored(broker, client_id)
+    return None if stored is None else stored.in_flight
 
 
 def size(*packets: Packet) -> int:
