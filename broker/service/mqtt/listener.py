@@ -769,9 +769,9 @@ class MqttListener:
         self.ready = threading.Event()
         self.logins = Logins(qm, settings, metrics.mqtt)
         self.membership = Membership(self)
-        # The labelled counters, looked up once: a label lookup costs more than the increment.
-        self._packet_counters: dict[tuple[str, type], Any] = {}
-        self._byte_counters: dict[str, Any] = {}
+        # This thread's counts, collected for /metrics and $SYS (broker.service.metrics.Tally).
+        self._packet_counts = metrics.mqtt.packets.part()
+        self._byte_counts = metrics.mqtt.bytes.part()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -1005,32 +1005,14 @@ class MqttListener:
     # -- counters --------------------------------------------------------------------------
 
     def count_packets(self, direction: str, packets: Sequence[Packet]) -> None:
-        """Count many packets at the cost of one increment per run of one kind (a read or a
-        write is mostly one kind: building a Counter cost more than counting)."""
-        kind: type | None = None
-        count = 0
+        counts = self._packet_counts
         for packet in packets:
-            if type(packet) is kind:
-                count += 1
-                continue
-            if count:
-                self._packet_counter(direction, kind).inc(count)
-            kind, count = type(packet), 1
-        if count:
-            self._packet_counter(direction, kind).inc(count)
-
-    def _packet_counter(self, direction: str, kind: Any) -> Any:
-        counter = self._packet_counters.get((direction, kind))
-        if counter is None:
-            counter = self.metrics.mqtt.packets.labels(direction, kind.__name__.upper())
-            self._packet_counters[(direction, kind)] = counter
-        return counter
+            key = (direction, type(packet))
+            counts[key] = counts.get(key, 0) + 1
 
     def count_bytes(self, direction: str, size: int) -> None:
-        counter = self._byte_counters.get(direction)
-        if counter is None:
-            counter = self._byte_counters[direction] = self.metrics.mqtt.bytes.labels(direction)
-        counter.inc(size)
+        counts = self._byte_counts
+        counts[direction] = counts.get(direction, 0) + size
 
     def refused(self, what: str) -> None:
         self.metrics.mqtt.refused.labels(what).inc()
