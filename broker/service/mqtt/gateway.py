@@ -494,8 +494,9 @@ class Batch:
             return False
         if retain:  # Retain As Published
             plain = replace(plain, retain=True)
-        plain = _identified(plain, ids)
-        if not outlet.fits(plain, qos):
+        if ids:
+            plain = _identified(plain, ids)
+        if outlet.max_packet and not outlet.fits(plain, qos):
             return True  # dropped: not queued either
         if qos:
             window = outlet.window

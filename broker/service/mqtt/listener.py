@@ -1005,10 +1005,20 @@ class MqttListener:
     # -- counters --------------------------------------------------------------------------
 
     def count_packets(self, direction: str, packets: Sequence[Packet]) -> None:
+        """Count many packets at the cost of one addition per run of one kind (a read or a
+        write is mostly one kind)."""
         counts = self._packet_counts
+        kind: type | None = None
+        count = 0
         for packet in packets:
-            key = (direction, type(packet))
-            counts[key] = counts.get(key, 0) + 1
+            if type(packet) is kind:
+                count += 1
+                continue
+            if count:
+                counts[direction, kind] = counts.get((direction, kind), 0) + count
+            kind, count = type(packet), 1
+        if count:
+            counts[direction, kind] = counts.get((direction, kind), 0) + count
 
     def count_bytes(self, direction: str, size: int) -> None:
         counts = self._byte_counts
