@@ -16,7 +16,7 @@ LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 def loop_factory(name: str) -> LoopFactory:
     """The factory of the loop the setting ``name`` ("uvloop" or "asyncio") names: asyncio's
-    own for "uvloop" where uvloop cannot be imported (said once in the log)."""
+    own for "uvloop" where uvloop cannot be imported (and a warning in the log)."""
     if name == "uvloop":
         try:
             import uvloop
