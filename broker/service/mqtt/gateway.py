@@ -684,9 +684,8 @@ class Gateway:
         self.direct = _Direct(self.outlets, self.shares)
         # The QoS 1 deliveries from shared subscriptions not yet acknowledged, by session key
         # and packet id: their share's queue and message, put back there if the member leaves.
-        # Deliveries lent to share members, by session key: the gateway thread's, but for a
-        # connection's look at whether its session's key is there (set before any delivery
-        # lent to it is sent).
+        # The gateway thread's, but for a connection's look at whether its session's key is
+        # there (set before any delivery lent to it is sent).
         self.lent: dict[bytes, dict[int, tuple[str, Callable[[], Message]]]] = {}
         # The index of the outbound messages in flight, by session key: loaded when a session
         # opens (or an acknowledgement comes for one not loaded), dropped when it ends.
@@ -1324,9 +1323,8 @@ class Gateway:
 
     def traffic(self, counts: dict[str, tuple[int, int, int]]) -> Job:
         """Write the bytes in and out of each client's connection and the deliveries in flight
-        to it held in memory alone (by client id) to the
-        sessions this member holds, in a batch as its other session writes (no lock taken
-        in another order than theirs)."""
+        to it held in memory alone (by client id) to the sessions this member holds, in a
+        batch as its other session writes (no lock taken in another order than theirs)."""
 
         def job(batch: Batch) -> None:
             batch.write()
@@ -1373,7 +1371,7 @@ class Gateway:
 
         def job(batch: Batch) -> list[int]:
             routed: list[int] = []
-            lasting = self._lasting(client_id)
+            lasting = self._lasting(sessions.queue_for(client_id))
             for publish in publishes:
                 refused = self._route(batch, client_id, publish, user_id, origin)
                 if publish.qos == 2 and publish.packet_id is not None and lasting:
@@ -1616,19 +1614,20 @@ class Gateway:
             share.behind = False
         return Drained(more=len(taken) == room, members=names)
 
-    def _lasting(self, client_id: str) -> bool:
-        """Whether the session of ``client_id`` outlives its connection (:attr:`Outlet.lasting`;
-        one not connected here: as far as this process knows)."""
-        outlet = self.outlets.get(sessions.queue_for(client_id))
+    def _lasting(self, queue_name: str) -> bool:
+        """Whether the session whose queue is ``queue_name`` outlives its connection
+        (:attr:`Outlet.lasting`; one not connected here: as far as this process knows)."""
+        outlet = self.outlets.get(queue_name)
         return outlet is None or outlet.lasting
 
     def released(self, client_id: str, packet_ids: Sequence[int]) -> Job:
         """PUBRELs: the QoS 2 ids are forgotten (a new PUBLISH with one is a new message).
         Nothing here routes: the state may be as old as a QoS 0 publication's."""
         pairs = [(client_id, packet_id) for packet_id in packet_ids]
+        queue_name = sessions.queue_for(client_id)
 
         def job(batch: Batch) -> None:
-            if self._lasting(client_id):
+            if self._lasting(queue_name):
                 batch.forgotten.extend(pairs)
 
         return Deferred(job, memory=True)
@@ -1643,8 +1642,7 @@ class Gateway:
         queue_name = sessions.queue_for(client_id)
 
         def job(batch: Batch) -> None:
-            outlet = self.outlets.get(queue_name)
-            if outlet is None or outlet.lasting:
+            if self._lasting(queue_name):
                 inflight = self._inflight(batch, client_id, key)
                 mark = inflight.release if received else inflight.acknowledge
                 touched = batch.touched
@@ -1655,7 +1653,7 @@ class Gateway:
             if (lent := self.lent.get(key)) is not None:  # the member has it: never given back
                 for packet_id in packet_ids:
                     lent.pop(packet_id, None)
-            if not received and outlet is not None:
+            if not received and (outlet := self.outlets.get(queue_name)) is not None:
                 for packet_id in packet_ids:
                     outlet.window.free(packet_id)
 

@@ -162,8 +162,8 @@ class Traffic:
     connection stores none), to the session's row: those whose counts changed since the last
     write, and once more those of connections gone since (so a client that came and went
     between two writes is counted too; a clean session's row is gone with it, and nothing is
-    written for it), :data:`TRAFFIC_ROWS` a
-    gateway batch. A write that fails is made again with the next."""
+    written for it), :data:`TRAFFIC_ROWS` a gateway batch. A write that fails is made again
+    with the next."""
 
     def __init__(self, listener: Host) -> None:
         self.listener = listener

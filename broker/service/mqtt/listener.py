@@ -323,7 +323,8 @@ class Connection:
         """PUBACKs and PUBCOMPs: the gateway records them, but those of a session that ends
         with the connection, which it never stored: their ids are free again at once."""
         gateway, window = self.listener.gateway, self._window
-        if window is None or sessions.session_key(self.client_id) in gateway.lent:
+        lent = gateway.lent  # read here: the key is in it before any delivery lent is sent
+        if window is None or (lent and sessions.session_key(self.client_id) in lent):
             gateway.post(gateway.acknowledged(self.client_id, packet_ids, received=False), self._work_failed)
         else:
             for packet_id in packet_ids:
