@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, select, update
 
 from broker.store.schema import changes, meta
 from queues import sql
+from queues.bulk import insert_rows
 from queues.ids import now_ms
 
 SUBSCRIPTION = "subscription"
@@ -44,6 +45,9 @@ def _version_statement() -> Any:
     return select(meta.c.version).where(meta.c.id == 1)
 
 
+CHANGE_COLUMNS = ("version", "entity", "entity_key", "changed_at")
+
+
 def log_changes(conn: Connection, entries: Sequence[tuple[str, bytes]]) -> int:
     """Take the next state version (serialising writers until commit) and log ``entries``."""
     version = int(
@@ -52,14 +56,8 @@ def log_changes(conn: Connection, entries: Sequence[tuple[str, bytes]]) -> int:
         ).scalar_one()
     )
     now = now_ms()
-    unique = dict.fromkeys(entries)
-    conn.execute(
-        insert(changes),
-        [
-            {"version": version, "entity": entity, "entity_key": key, "changed_at": now}
-            for entity, key in unique
-        ],
-    )
+    rows = [(version, entity, key, now) for entity, key in dict.fromkeys(entries)]
+    insert_rows(conn, changes, CHANGE_COLUMNS, rows)
     return version
 
 

@@ -16,7 +16,7 @@ from broker.protocol.options import RegOpt, option_names
 from broker.store.mqtt import QUEUE_PREFIX as MQTT_QUEUE_PREFIX
 from broker.store.rows import retained_from_row, subscription_from_row, subscription_hash
 from broker.store.schema import TOPIC_HEAD, mqtt_sessions, retained, subscriptions
-from queues.sql import like_prefix, padded
+from queues.sql import among, like_prefix
 
 MQTT = "mqtt"
 MQRFH2 = "mqrfh2"
@@ -97,7 +97,8 @@ def mqtt_clients(conn: Connection, queues: Iterable[str]) -> dict[str, str]:
     if not wanted:
         return {}
     sessions = mqtt_sessions.c
-    found = conn.execute(select(sessions.queue, sessions.client_id).where(sessions.queue.in_(padded(wanted))))
+    statement = select(sessions.queue, sessions.client_id).where(among(conn, sessions.queue, wanted))
+    found = conn.execute(statement)
     return {queue: client_id for queue, client_id in found}
 
 

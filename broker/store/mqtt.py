@@ -17,17 +17,16 @@ import hashlib
 import hmac
 import os
 import struct
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from hashlib import blake2b
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     Connection,
     Delete,
     Engine,
-    Insert,
     Row,
     RowMapping,
     Select,
@@ -37,14 +36,10 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
-    insert,
     or_,
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from broker.protocol.mqtt.packets import (
     MQTT_5,
@@ -65,9 +60,10 @@ from broker.store.schema import (
     mqtt_sessions,
     mqtt_subscriptions,
 )
+from queues.bulk import execute_rows, insert_rows, parameters
 from queues.errors import MQError
 from queues.reasons import Reason
-from queues.sql import insert_new, padded
+from queues.sql import among, insert_new
 
 QUEUE_PREFIX = "SYSTEM.MQTT."  # + 36 hex digits: 48 characters, MQ's longest queue name
 SHARE_QUEUE_PREFIX = QUEUE_PREFIX + "SHARE."  # + 30 hex digits
@@ -266,7 +262,7 @@ def find_sessions(
     if not client_ids:
         return {}
     keys = [session_key(client_id) for client_id in client_ids]
-    statement = _with_node(select(mqtt_sessions)).where(mqtt_sessions.c.session_key.in_(padded(keys)))
+    statement = _with_node(select(mqtt_sessions)).where(among(conn, mqtt_sessions.c.session_key, keys))
     if lock:
         statement = statement.with_for_update(of=mqtt_sessions)
     return {stored.client_id: stored for stored in map(_session, conn.execute(statement))}
@@ -332,7 +328,7 @@ def set_offline(
         update(mqtt_sessions).where(mqtt_sessions.c.online == 1).values({**_GONE, "offline_since": now})
     )
     if client_ids is not None:
-        statement = statement.where(mqtt_sessions.c.session_key.in_(padded(map(session_key, client_ids))))
+        statement = statement.where(among(conn, mqtt_sessions.c.session_key, map(session_key, client_ids)))
     if owner is not None:
         statement = statement.where(mqtt_sessions.c.owner == owner)
     conn.execute(statement)
@@ -402,11 +398,11 @@ def take_wills(
     if due_by is not None:
         statement = statement.where(sessions.will_due <= due_by)
     if client_ids is not None:
-        statement = statement.where(sessions.session_key.in_(padded(map(session_key, client_ids))))
+        statement = statement.where(among(conn, sessions.session_key, map(session_key, client_ids)))
     taken = [_session(row) for row in conn.execute(statement.with_for_update(skip_locked=True))]
     if taken:
-        keys = padded([stored.key for stored in taken])
-        conn.execute(update(mqtt_sessions).where(sessions.session_key.in_(keys)).values(_NO_WILL))
+        keys = [stored.key for stored in taken]
+        conn.execute(update(mqtt_sessions).where(among(conn, sessions.session_key, keys)).values(_NO_WILL))
     return taken
 
 
@@ -481,19 +477,28 @@ def save_sessions(conn: Connection, stored: Sequence[StoredSession], existing: C
     """Create the sessions, or record their new connections (``existing``: the client ids
     whose session is stored already): a statement for the new ones, one for the others."""
     new = [
-        _connection(session) | _creation(session) for session in stored if session.client_id not in existing
+        _values(_connection(session) | _creation(session), _SESSION_COLUMNS)
+        for session in stored
+        if session.client_id not in existing
     ]
-    if new:
-        conn.execute(insert(mqtt_sessions), new)
-    known = [_connection(session) | {"k": session.key} for session in stored if session.client_id in existing]
-    if known:
-        sessions = mqtt_sessions.c
-        conn.execute(
-            update(mqtt_sessions)
-            .where(sessions.session_key == bindparam("k"))
-            .values({name: bindparam(name) for name in _CONNECTION_COLUMNS}),
-            known,
-        )
+    insert_rows(conn, mqtt_sessions, _SESSION_COLUMNS, new)
+    known = [
+        (session.key, *_values(_connection(session), _CONNECTION_COLUMNS))
+        for session in stored
+        if session.client_id in existing
+    ]
+    execute_rows(conn, "save_sessions", _reconnection, ("k", *_CONNECTION_COLUMNS), known)
+
+
+def _reconnection(dialect: str) -> Update:
+    sessions = mqtt_sessions.c
+    columns = {name: sessions[name] for name in _CONNECTION_COLUMNS}
+    named = parameters(dialect, {"k": sessions.session_key} | columns)
+    return (
+        update(mqtt_sessions)
+        .where(sessions.session_key == named["k"])
+        .values({name: named[name] for name in _CONNECTION_COLUMNS})
+    )
 
 
 _CONNECTION_COLUMNS = (
@@ -542,6 +547,14 @@ def _connection(session: StoredSession) -> dict[str, Any]:
         "receive_maximum": session.receive_maximum,
         "topic_alias_maximum": session.topic_alias_maximum,
     }
+
+
+def _values(row: Mapping[str, Any], columns: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in columns)
+
+
+_CREATION_COLUMNS = ("session_key", "client_id", "queue", "created_at", "next_seq")
+_SESSION_COLUMNS = _CONNECTION_COLUMNS + _CREATION_COLUMNS
 
 
 def _creation(session: StoredSession) -> dict[str, Any]:
@@ -607,12 +620,12 @@ def count_refused(conn: Connection, counts: Mapping[str, int]) -> None:
     """So many more of each client's publications or subscriptions were refused (authority);
     one statement for them all, which reads nothing back (it may go in a pipeline)."""
     rows = [(session_key(client_id), count) for client_id, count in counts.items() if count]
-    _execute_rows(conn, "count_refused", _refusal, _PAIR, rows)
+    execute_rows(conn, "count_refused", _refusal, _PAIR, rows)
 
 
 def _refusal(dialect: str) -> Update:
     sessions = mqtt_sessions.c
-    named = _parameters(dialect, {"k": sessions.session_key, "v": sessions.refused})
+    named = parameters(dialect, {"k": sessions.session_key, "v": sessions.refused})
     return (
         update(mqtt_sessions)
         .where(sessions.session_key == named["k"])
@@ -626,12 +639,12 @@ def record_traffic(conn: Connection, owner: str, counts: Mapping[str, tuple[int,
     listener process has taken over is left alone): one statement for them all, which reads
     nothing back."""
     rows = [(session_key(client_id), owner, *numbers) for client_id, numbers in counts.items()]
-    _execute_rows(conn, "record_traffic", _traffic, ("k", "o", "i", "b", "f"), rows)
+    execute_rows(conn, "record_traffic", _traffic, ("k", "o", "i", "b", "f"), rows)
 
 
 def _traffic(dialect: str) -> Update:
     sessions = mqtt_sessions.c
-    named = _parameters(
+    named = parameters(
         dialect,
         {
             "k": sessions.session_key,
@@ -658,7 +671,7 @@ def delete_sessions(conn: Connection, client_ids: Sequence[str]) -> None:
         return
     keys = [session_key(client_id) for client_id in client_ids]
     for table in (mqtt_subscriptions, mqtt_inbound, mqtt_outbound_runs, mqtt_sessions):
-        conn.execute(delete(table).where(table.c.session_key.in_(padded(keys))))
+        conn.execute(delete(table).where(among(conn, table.c.session_key, keys)))
 
 
 # -- subscriptions -------------------------------------------------------------------------
@@ -682,7 +695,7 @@ def granted_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, dict[st
     rows = conn.execute(
         select(
             subscriptions.session_key, subscriptions.filter, subscriptions.qos, subscriptions.subscription_id
-        ).where(subscriptions.session_key.in_(padded(clients)))
+        ).where(among(conn, subscriptions.session_key, clients))
     )
     found: dict[str, dict[str, int]] = {client_id: {} for client_id in client_ids}
     for row in rows:
@@ -720,7 +733,7 @@ def set_grants(conn: Connection, grants: Grants) -> None:
         if value is not None
     ]
     columns = ("session_key", "filter_key", "filter", "qos", "subscription_id")
-    _insert_rows(conn, mqtt_subscriptions, columns, rows)
+    insert_rows(conn, mqtt_subscriptions, columns, rows)
 
 
 # -- QoS 2 ids received --------------------------------------------------------------------
@@ -735,7 +748,7 @@ def awaiting_release_of(conn: Connection, client_ids: Sequence[str]) -> dict[str
     clients = _by_key(client_ids)
     inbound = mqtt_inbound.c
     rows = conn.execute(
-        select(inbound.session_key, inbound.packet_id).where(inbound.session_key.in_(padded(clients)))
+        select(inbound.session_key, inbound.packet_id).where(among(conn, inbound.session_key, clients))
     )
     found: dict[str, list[int]] = {client_id: [] for client_id in client_ids}
     for row in rows:
@@ -744,7 +757,7 @@ def awaiting_release_of(conn: Connection, client_ids: Sequence[str]) -> dict[str
 
 
 def record_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
-    _insert_rows(conn, mqtt_inbound, ("session_key", "packet_id"), [(session_key(c), p) for c, p in ids])
+    insert_rows(conn, mqtt_inbound, ("session_key", "packet_id"), [(session_key(c), p) for c, p in ids])
 
 
 def forget_received(conn: Connection, ids: Sequence[tuple[str, int]]) -> None:
@@ -879,7 +892,7 @@ def load_runs_of(conn: Connection, client_ids: Sequence[str]) -> dict[str, list[
     runs = mqtt_outbound_runs.c
     rows = conn.execute(
         select(runs.session_key, runs.seq, runs.messages, runs.acked, runs.released, runs.pending)
-        .where(runs.session_key.in_(padded(clients)))
+        .where(among(conn, runs.session_key, clients))
         .order_by(runs.session_key, runs.seq)
     )
     found: dict[str, list[OutboundRun]] = {client_id: [] for client_id in client_ids}
@@ -907,18 +920,18 @@ def store_runs(conn: Connection, runs: Sequence[OutboundRun]) -> None:
         (run.key, run.seq, pack_messages(run.messages), bytes(run.acked), bytes(run.released), run.pending)
         for run in runs
     ]
-    _insert_rows(conn, mqtt_outbound_runs, _RUN_COLUMNS, rows)
+    insert_rows(conn, mqtt_outbound_runs, _RUN_COLUMNS, rows)
 
 
 def update_runs(conn: Connection, runs: Iterable[OutboundRun]) -> None:
     """Write the runs' bitmaps as they are now (those with messages still in flight)."""
     rows = [(run.key, run.seq, bytes(run.acked), bytes(run.released), run.pending) for run in runs]
-    _execute_rows(conn, "update_runs", _run_update, ("k", "s", "a", "r", "p"), rows)
+    execute_rows(conn, "update_runs", _run_update, ("k", "s", "a", "r", "p"), rows)
 
 
 def _run_update(dialect: str) -> Update:
     runs = mqtt_outbound_runs.c
-    values = _parameters(
+    values = parameters(
         dialect,
         {"k": runs.session_key, "s": runs.seq, "a": runs.acked, "r": runs.released, "p": runs.pending},
     )
@@ -946,134 +959,16 @@ def vacuum(engine: Engine) -> None:
         conn.exec_driver_sql(f"VACUUM {mqtt_outbound_runs.name}, {mqtt_inbound.name}")
 
 
-def _insert_rows(
-    conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """Insert rows (each the values of ``columns``) in one statement, which reads nothing
-    back: on PostgreSQL the columns go as arrays, unnested (one execution, and unlike a COPY
-    it may go in a pipeline with the rest of a batch's writes)."""
-    build = partial(_insertion, table, columns)
-    _execute_rows(conn, (table.name, columns), build, columns, rows, keyed=False)
-
-
-def _insertion(table: Table, columns: tuple[str, ...], dialect: str) -> Insert:
-    named = _parameters(dialect, {name: table.c[name] for name in columns})
-    if dialect != "postgresql":
-        return insert(table).values(dict(named))
-    return insert(table).from_select(list(columns), select(*(named[name] for name in columns)))
-
-
 def _delete_pairs(conn: Connection, table: Table, column: str, pairs: Sequence[tuple[bytes, object]]) -> None:
     """Delete rows by (session_key, ``column``) pairs."""
-    _execute_rows(conn, (table.name, column), partial(_deletion, table, column), _PAIR, pairs)
-
-
-def _execute_rows(
-    conn: Connection,
-    name: Hashable,
-    build: Callable[[str], ClauseElement],
-    columns: tuple[str, ...],
-    rows: Sequence[tuple[Any, ...]],
-    *,
-    keyed: bool = True,
-) -> None:
-    """A statement (``build(dialect)``, its parameters named as ``columns``) for many rows,
-    reading nothing back. On SQLite an ``executemany`` of one row each, the cheaper there (no
-    statement to compile per size). On PostgreSQL one execution, the rows as one array per
-    column (see :func:`_parameters`), through the driver: executed once per row, psycopg
-    would spend more than the routing on a batch's writes, and a statement that reads nothing
-    back may go in a pipeline (``queues.UnitOfWork.pipelined``).
-
-    One that finds its rows by key (``keyed``) is planned for its parameters each time, never
-    prepared: a prepared statement soon runs on a generic plan, and one made while the table
-    was small scans the whole table; the session tables grow by the dead rows of their churn
-    until autovacuum comes, and every batch reads them all. Planned with the table's size of
-    the moment, the lookup goes through the key's index once the table is more than a few
-    pages (``docs/performance.md``)."""
-    if not rows:
-        return
-    dialect = conn.dialect.name
-    if dialect != "postgresql":
-        _execute_many(conn, name, partial(build, dialect), columns, rows)
-        return
-    statement = _ARRAY_STATEMENTS.get(name)
-    if statement is None:
-        # Binary parameters: psycopg sends a list given in text as an array literal, every
-        # bytea in it escaped as hex (five times the time of the statement for a batch's runs).
-        statement, _ = _compiled(conn, name, partial(build, dialect))
-        for column in columns:
-            statement = statement.replace(f"%({column})s", f"%({column})b")
-        _ARRAY_STATEMENTS[name] = statement
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    with driver.cursor() as cursor:
-        params = dict(zip(columns, _as_arrays(rows), strict=True))
-        cursor.execute(statement, params, prepare=False if keyed else None)
+    execute_rows(conn, (table.name, column), partial(_deletion, table, column), _PAIR, pairs)
 
 
 def _deletion(table: Table, column: str, dialect: str) -> Delete:
     keys, values = table.c.session_key, table.c[column]
-    named = _parameters(dialect, {"k": keys, "v": values})
+    named = parameters(dialect, {"k": keys, "v": values})
     return delete(table).where(keys == named["k"], values == named["v"])
 
 
-def _as_arrays(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Any], ...]:
-    """PostgreSQL: the rows as one array per column (see :func:`_parameters`)."""
-    return tuple(list(column) for column in zip(*rows, strict=True))
-
-
-def _parameters(dialect: str, columns: dict[str, ColumnElement[Any]]) -> Mapping[str, ColumnElement[Any]]:
-    """A statement's parameters for the values of ``columns``, named as its keys. On PostgreSQL
-    the rows come as one array parameter per column (see :func:`_as_arrays`), unnested side by
-    side into a subquery whose columns have the same names: one execution for every row.
-    Elsewhere a plain parameter each, for an ``executemany`` of one row each."""
-    if dialect != "postgresql":
-        return {name: bindparam(name) for name in columns}
-    named = select(
-        *(
-            func.unnest(bindparam(name, type_=postgresql.ARRAY(column.type))).label(name)
-            for name, column in columns.items()
-        )
-    ).subquery("named")
-    return {name: named.c[name] for name in columns}
-
-
-def _execute_many(
-    conn: Connection,
-    name: Hashable,
-    build: Callable[[], ClauseElement],
-    columns: tuple[str, ...],
-    rows: Sequence[tuple[Any, ...]],
-) -> None:
-    """One statement for many rows (each the values of ``columns``, in that order), compiled
-    once per dialect and handed to the driver as it is: SQLAlchemy's processing of every
-    row's parameters cost more than the statement. Rows already in the order of a positional
-    statement's parameters go through untouched."""
-    statement, order = _compiled(conn, name, build)
-    if order is None:
-        conn.exec_driver_sql(statement, [dict(zip(columns, row, strict=True)) for row in rows])
-    elif order == columns:
-        conn.exec_driver_sql(statement, list(rows))
-    else:
-        where = [columns.index(n) for n in order]
-        conn.exec_driver_sql(statement, [tuple(row[i] for i in where) for row in rows])
-
-
-def _compiled(
-    conn: Connection, name: Hashable, build: Callable[[], ClauseElement]
-) -> tuple[str, tuple[str, ...] | None]:
-    """``build()``'s SQL for the connection's dialect, compiled once, and the order of its
-    parameters if they are positional (None: named)."""
-    key = (conn.dialect.name, name)
-    plan = _COMPILED.get(key)
-    if plan is None:
-        compiled = cast(SQLCompiler, build().compile(dialect=conn.dialect))
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        plan = _COMPILED[key] = (compiled.string, order)
-    return plan
-
-
-_COMPILED: dict[tuple[str, Hashable], tuple[str, tuple[str, ...] | None]] = {}
-_ARRAY_STATEMENTS: dict[Hashable, str] = {}  # PostgreSQL's, by name
 _PAIR = ("k", "v")
 _RUN_COLUMNS = ("session_key", "seq", "messages", "acked", "released", "pending")

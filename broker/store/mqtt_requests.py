@@ -34,7 +34,7 @@ from queues import QueueManager
 from queues.errors import MQError
 from queues.ids import now_ms
 from queues.reasons import Reason
-from queues.sql import padded
+from queues.sql import among
 
 DISCONNECT = "disconnect"
 DELETE = "delete"
@@ -101,7 +101,7 @@ def take(conn: Connection, requests: Sequence[Request]) -> list[Request]:
     (another listener may have taken some first)."""
     if not requests:
         return []
-    statement = delete(mqtt_requests).where(mqtt_requests.c.id.in_(padded(r.id for r in requests)))
+    statement = delete(mqtt_requests).where(among(conn, mqtt_requests.c.id, (r.id for r in requests)))
     taken = set(conn.execute(statement.returning(mqtt_requests.c.id)).scalars())
     return [r for r in requests if r.id in taken]
 

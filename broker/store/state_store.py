@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, select
 
 from broker.core.authority import Authority
 from broker.core.effects import AddSubscription, DeleteRetained, Effect, RemoveSubscription, SetRetained
@@ -34,7 +34,8 @@ from broker.store.rows import (
     subscription_row,
 )
 from broker.store.schema import changes, neighbours, retained, subscriptions
-from queues.sql import padded
+from queues.bulk import insert_rows
+from queues.sql import among
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class StateStore:
             return
         rows = {
             r.key_hash: r
-            for r in conn.execute(select(subscriptions).where(subscriptions.c.key_hash.in_(padded(hashes))))
+            for r in conn.execute(select(subscriptions).where(among(conn, subscriptions.c.key_hash, hashes)))
         }
         for key_hash in hashes:
             row = rows.get(key_hash)
@@ -125,7 +126,7 @@ class StateStore:
     def _refresh_retained(self, conn: Connection, state: BrokerState, hashes: set[bytes]) -> None:
         if not hashes:
             return
-        statement = select(retained).where(retained.c.key_hash.in_(padded(hashes)))
+        statement = select(retained).where(among(conn, retained.c.key_hash, hashes))
         rows = {r.key_hash: r for r in conn.execute(statement)}
         for key_hash in hashes:
             row = rows.get(key_hash)
@@ -186,7 +187,8 @@ def load_authority(conn: Connection, *, default_allow: bool, admin_group: str) -
 def _replace(conn: Connection, table: Any, items: dict[bytes, Any], to_row: Any) -> None:
     if not items:
         return
-    conn.execute(delete(table).where(table.c.key_hash.in_(padded(items))))
+    conn.execute(delete(table).where(among(conn, table.c.key_hash, items)))
     rows = [to_row(value) for value in items.values() if value is not None]
     if rows:
-        conn.execute(insert(table), rows)
+        columns = tuple(rows[0])
+        insert_rows(conn, table, columns, [tuple(row.values()) for row in rows])
