@@ -345,6 +345,7 @@ class Batch:
         self.closing: list[tuple[str, str]] = []  # (client id, queue) of clean sessions ending
         self.grants: dict[tuple[bytes, bytes], tuple[str, int] | None] = {}  # sessions.Grants
         self.offline: list[str] = []  # persistent sessions whose clients have gone (Gateway.offline)
+        self.subscribed: set[str] = set()  # session queues a SUBSCRIBE queued for: its SUBACK goes first
         self._guarded = False  # the member's lease asserted in this transaction
 
     @property
@@ -1453,7 +1454,10 @@ class Gateway:
             batch.grants.update({(key, sessions.filter_key(text)): (text, grant) for text, grant in granted})
             if outlet is not None:
                 outlet.grant(granted)
-            return Subscribed(answers, joined or queue_name in batch.queued)
+            queued = joined or queue_name in batch.queued
+            if queued:
+                batch.subscribed.add(queue_name)
+            return Subscribed(answers, queued)
 
         return Registering(queue_name, job)
 
@@ -1694,7 +1698,9 @@ class Gateway:
 
         def job(batch: Batch) -> Drained:
             outlet = self.outlets.get(queue_name)
-            if outlet is None:
+            if outlet is None or queue_name in batch.subscribed:
+                # Sent after the commit, a SUBSCRIBE's retained publications taken now would go
+                # before its SUBACK; its answer has the queue drained again once that is written.
                 return Drained(more=False)
             room = outlet.window.room
             if not room:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -381,6 +382,30 @@ def test_a_subscribe_that_queues_retained_publications_says_so(qm: QueueManager)
             found = await gateway.submit(gateway.subscribe("late", sub.queue, USER, (("kept/#", 1),)))
             assert found.queued
             await sub.drain()
+            assert [(p.topic, p.payload, p.retain) for p in sub.received] == [("kept/x", b"retained", True)]
+
+    asyncio.run(scenario())
+
+
+def test_a_drain_in_the_batch_of_a_subscribe_leaves_its_retained_publications_until_after_the_suback(
+    qm: QueueManager,
+) -> None:
+    """A drain that comes with a SUBSCRIBE (the depth watcher woke the connection meanwhile)
+    takes nothing that SUBSCRIBE queued: what a batch takes is sent before its answers, and the
+    retained publications would reach the client before its SUBACK."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            await publish(gateway, Publish("kept/x", b"retained", qos=1, retain=True, packet_id=1))
+            sub = Client(gateway, "late")
+            await sub.open()
+            busy = gateway.submit(lambda _: time.sleep(0.3))  # the next two then go in one batch
+            subscribe = gateway.submit(gateway.subscribe("late", sub.queue, USER, (("kept/#", 1),)))
+            drain = gateway.submit(gateway.drain(sub.queue))
+            _, found, drained = await asyncio.gather(busy, subscribe, drain)
+            assert found.queued and not drained.more
+            assert sub.received == [] and qm.depth(sub.queue) == 1
+            await sub.drain()  # as the SUBSCRIBE's answer has it, once the SUBACK is written
             assert [(p.topic, p.payload, p.retain) for p in sub.received] == [("kept/x", b"retained", True)]
 
     asyncio.run(scenario())
