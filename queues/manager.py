@@ -1002,7 +1002,7 @@ class QueueManager:
         now = now_ms()
         deleted = []
         with self.reading() as conn:
-            temporary = [row.name for row in sql.select_queues(conn) if row.definition_type == "tempdyn"]
+            temporary = sql.select_temporary_queues(conn)
         for name in temporary:
             with _translated(), self.engine.begin() as conn:
                 row = sql.select_queue(conn, name)

@@ -86,6 +86,13 @@ def select_queues(
     return list(conn.execute(_matching(conn, stmt, pattern)))
 
 
+def select_temporary_queues(conn: Connection) -> list[str]:
+    """The names of the temporary dynamic queues: the database picks them out of every queue
+    (thousands of MQTT session queues), not the process."""
+    stmt = select(queues.c.name).where(queues.c.definition_type == "tempdyn").order_by(queues.c.name)
+    return list(conn.execute(stmt).scalars())
+
+
 def count_queues(conn: Connection, pattern: str = "*") -> int:
     stmt = select(func.count()).select_from(queues)
     return int(conn.execute(_matching(conn, stmt, pattern)).scalar_one())
@@ -184,7 +191,8 @@ def among(conn: Connection, key: ColumnElement[Any], values: Iterable[Any]) -> C
 
 
 # Definitions looked up in chunks of at most this many names: the statements are compiled
-# once per chunk size, and every put and batch runs one.
+# once per chunk size, and every put and batch runs one. On PostgreSQL more names than that
+# go as one array (a wave of sessions opening: one query, not one per chunk).
 DEFINITION_CHUNK = 16
 QUEUE_COLUMNS = tuple(c.name for c in queues.columns)
 
@@ -194,17 +202,28 @@ def select_definitions(conn: Connection, names: Iterable[str]) -> list[dict[str,
     through the driver's cursor: SQLAlchemy's statement building and result rows cost
     more than the lookup itself on the put path."""
     wanted = sorted(names)
+    if len(wanted) > DEFINITION_CHUNK and conn.dialect.name == "postgresql":
+        compiled = _compiled(conn.dialect, "definitions", _all_definitions_statement)
+        return _definition_rows(_fetch(conn, compiled, {"names": wanted}))
     found = []
     for start in range(0, len(wanted), DEFINITION_CHUNK):
         chunk = wanted[start : start + DEFINITION_CHUNK]
         compiled = _compiled(conn.dialect, ("definitions", len(chunk)), _definitions_statement, len(chunk))
         params = {f"n{i}": name for i, name in enumerate(chunk)}
-        found += [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in _fetch(conn, compiled, params)]
+        found += _definition_rows(_fetch(conn, compiled, params))
     return found
+
+
+def _definition_rows(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    return [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in rows]
 
 
 def _definitions_statement(count: int) -> Any:
     return select(queues).where(queues.c.name.in_([bindparam(f"n{i}") for i in range(count)]))
+
+
+def _all_definitions_statement() -> Any:
+    return select(queues).where(queues.c.name == any_(bindparam("names", type_=ARRAY(queues.c.name.type))))
 
 
 def select_queue(conn: Connection, name: str) -> Row[Any] | None:

@@ -38,7 +38,7 @@ from broker.bench.mqtt_runs import (
     split,
 )
 from broker.bench.options import log_file
-from broker.bench.process_stats import cpu_seconds
+from broker.bench.process_stats import cpu_seconds, quiet
 from broker.bench.processes import free_port
 from broker.bench.scratch import scratch_database
 from broker.protocol.mqtt.packets import SubAck, Subscribe
@@ -175,14 +175,19 @@ async def _connect_rate(ports: Sequence[int], count: int) -> tuple[float, float]
 
 def storm(servers: Sequence[Server], count: int, tag: str) -> Storm:
     """``count`` new clients spread over ``servers`` (a cluster's nodes, or the anchor), each a
-    CONNECT then a SUBSCRIBE, ``STEP`` at a time: the rate, and the servers' CPU per client."""
-    before = sum(cpu_seconds(server.pid) for server in servers)
-    seconds = asyncio.run(_storming([server.port for server in servers], count, tag))
-    cpu = sum(cpu_seconds(server.pid) for server in servers) - before
-    return Storm(count, count / seconds, cpu / count * 1e6)
+    CONNECT then a SUBSCRIBE, ``STEP`` at a time, on servers done with what came before (the
+    connect rate's clients leaving): the rate, and the servers' CPU per client until the last
+    is answered (their leaving after it is not counted)."""
+    pids = [server.pid for server in servers]
+    quiet(pids)
+    before = sum(cpu_seconds(pid) for pid in pids)
+    seconds, cpu = asyncio.run(_storming([server.port for server in servers], count, tag, pids))
+    return Storm(count, count / seconds, (cpu - before) / count * 1e6)
 
 
-async def _storming(ports: Sequence[int], count: int, tag: str) -> float:
+async def _storming(ports: Sequence[int], count: int, tag: str, pids: Sequence[int]) -> tuple[float, float]:
+    """The storm's seconds, and the servers' CPU seconds when its last client was answered."""
+
     async def client(n: int) -> Connection:
         connection = await Connection.open("127.0.0.1", ports[n % len(ports)], f"{tag}-{n}")
         await _subscribe(connection, f"{tag}/{n}")
@@ -193,8 +198,9 @@ async def _storming(ports: Sequence[int], count: int, tag: str) -> float:
     for first in range(0, count, STEP):
         clients += await asyncio.gather(*(client(n) for n in range(first, min(count, first + STEP))))
     seconds = time.monotonic() - started
+    cpu = sum(cpu_seconds(pid) for pid in pids)
     await asyncio.gather(*(connection.close() for connection in clients))
-    return seconds
+    return seconds, cpu
 
 
 async def _subscribe(client: Connection, topic: str) -> None:
@@ -217,6 +223,7 @@ async def _failing_over(servers: Sequence[Server], count: int) -> float:
     for start in range(0, count, STEP):
         batch = names[start : start + STEP]
         clients += await asyncio.gather(*(_persistent(first.port, name) for name in batch))
+    await asyncio.to_thread(quiet, [server.pid for server in servers])  # the storm's clients gone
     killed = time.monotonic()
     os.kill(first.pid, signal.SIGKILL)
     resumed = await asyncio.gather(

@@ -5,6 +5,8 @@ each summed over the process and every process below it (``broker serve --router
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -36,6 +38,22 @@ def rss_kb(pid: int) -> int:
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of ``pid`` and every process below it (those still running)."""
     return sum(_cpu(p) for p in tree(pid))
+
+
+def quiet(pids: Sequence[int], *, busy: float = 0.1, seconds: float = 10.0) -> None:
+    """Wait until the processes together use less than ``busy`` of a core over a look of
+    ``LOOK_SECONDS`` (at most ``seconds``): what a run measures is not the tail of the work
+    the run before it left them (a server ending the sessions of thousands of clients that
+    have just gone)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = sum(cpu_seconds(pid) for pid in pids)
+        time.sleep(LOOK_SECONDS)
+        if sum(cpu_seconds(pid) for pid in pids) - before < busy * LOOK_SECONDS:
+            return
+
+
+LOOK_SECONDS = 0.3
 
 
 def _vm_rss(pid: int) -> int:
