@@ -1322,6 +1322,17 @@ class Gateway:
 
         return job
 
+    def refresh(self) -> Job:
+        """Nothing but what every batch that is not all :class:`Deferred` does first: bring the
+        state up to date with what other processes committed. An idle member's state would fall
+        behind by every subscription the others register (a fleet's, on the node that then
+        dies), for its first batch after a failover to read them all, with the fleet waiting."""
+
+        def job(_: Batch) -> None:
+            return None
+
+        return job
+
     def traffic(self, counts: dict[str, tuple[int, int, int]]) -> Job:
         """Write the bytes in and out of each client's connection and the deliveries in flight
         to it held in memory alone (by client id) to the sessions this member holds, in a

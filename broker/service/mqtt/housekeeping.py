@@ -62,6 +62,7 @@ VACUUM_PERIOD = 1.0  # PostgreSQL: the tables every batch churns (broker.store.m
 TRAFFIC_PERIOD = 5.0  # each connection's bytes in and out, written to its session's row
 TRAFFIC_ROWS = 1000  # sessions a batch writes them for: a big fleet's never hold up one batch long
 WILLS_PERIOD = 1.0  # wills that wait (MQTT 5.0's Will Delay Interval): one look at an index
+STATE_PERIOD = 1.0  # an idle gateway's state brought up to date: one read when nothing changed
 
 
 def period(expiry: int, max_queued: int) -> float:
@@ -85,6 +86,7 @@ def chores(listener: Host) -> list[tuple[str, float, Step]]:
         ("mqtt-requests", REQUEST_PERIOD, lambda: honour_requests(listener)),
         ("mqtt-membership", membership.period, membership.step),
         ("mqtt-traffic", TRAFFIC_PERIOD, Traffic(listener).step),
+        ("mqtt-state", STATE_PERIOD, lambda: refresh_state(listener)),
     ]
     if not listener.primary:
         return found
@@ -95,6 +97,13 @@ def chores(listener: Host) -> list[tuple[str, float, Step]]:
     if listener.qm.engine.dialect.name == "postgresql":
         found.append(("mqtt-vacuum", VACUUM_PERIOD, lambda: vacuum(listener)))
     return found
+
+
+async def refresh_state(listener: Host) -> None:
+    """Keep the gateway's state abreast of the other members' registrations while it is idle
+    (``Gateway.refresh``)."""
+    gateway = listener.gateway
+    await gateway.submit(gateway.refresh(), lazy=True)
 
 
 async def one_pass(listener: Host) -> None:

@@ -212,6 +212,37 @@ def test_a_publication_is_routed_against_what_another_process_registered_before_
     assert payloads == [b"after at 1", b"after at 2"]
 
 
+def test_a_refresh_brings_an_idle_gateway_up_to_what_another_process_registered(qm: QueueManager) -> None:
+    """An idle member's gateway runs no batch of its own; the refresh its housekeeping submits
+    reads what another process registered meanwhile (here the routing loop), and only that:
+    its first batch after a failover does not read a fleet's subscriptions with the fleet
+    waiting."""
+    routing = RoutingService(qm, Settings())
+    routing.prepare()
+    for n in range(3):
+        qm.define_queue(f"SUB{n}")
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            await gateway.submit(gateway.refresh())  # the state loaded
+            state = gateway.writer.state
+            assert state is not None and len(state) == 0
+            for n in range(3):
+                command = psc_text("RegSub", f"t/{n}", QName=f"SUB{n}")
+                qm.put(CONTROL_QUEUE, message(command, msg_id=msg_id(n + 1), reply_to_q=""))
+            routing.run_once()
+            assert len(state) == 0  # nothing has run on the gateway since
+            with recorded(qm.engine) as statements:
+                await gateway.submit(gateway.refresh())
+            assert gateway.writer.state is state and len(state) == 3
+            assert any("FROM psb_changes" in s for s in statements)
+            with recorded(qm.engine) as statements:
+                await gateway.submit(gateway.refresh())
+            assert not any("psb_changes" in s or "psb_subscriptions" in s for s in statements)
+
+    asyncio.run(scenario())
+
+
 def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_before_its_writes(
     qm: QueueManager,
 ) -> None:
