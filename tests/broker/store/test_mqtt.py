@@ -3,6 +3,7 @@ connection's keepalive and bytes; and the MQTT principals."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -350,6 +351,47 @@ def test_vacuum_lets_the_churned_tables_use_the_space_of_their_deleted_rows_agai
         settled = churn(20_000)
         mqtt.vacuum(engine)
         assert churn(30_000) == settled  # the pages of the lot before, used again
+    finally:
+        engine.dispose()
+        postgres.drop(url)
+
+
+def test_vacuum_takes_the_session_tables_once_a_wave_of_clients_has_left_dead_rows(
+    postgres: PostgresDatabases,
+) -> None:
+    """Sessions of 2,000 clients saved and ended leave as many dead rows: the next vacuum takes
+    that table as well as the two it always takes; the other session tables, with no dead rows,
+    are left alone."""
+    url = postgres.create()
+    engine = make_engine(url)
+
+    def vacuumed() -> set[str]:
+        names = [table.name for table in mqtt.CHURN_TABLES]
+        statement = text("SELECT relname, last_vacuum FROM pg_stat_user_tables WHERE relname = ANY(:n)")
+        with engine.connect() as conn:
+            return {name for name, last in conn.execute(statement, {"n": names}) if last is not None}
+
+    def dead_rows() -> int:
+        with engine.connect() as conn:
+            statement = text("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'psb_mqtt_sessions'")
+            return int(conn.execute(statement).scalar_one())
+
+    try:
+        migrations.upgrade(engine)
+        clients = [f"wave-{n}" for n in range(2000)]
+        with engine.begin() as conn:
+            wave = [mqtt.StoredSession(c, mqtt.queue_for(c), "alice", True, 4, "a:1", 1, 1) for c in clients]
+            mqtt.save_sessions(conn, wave, existing=())
+        with engine.begin() as conn:
+            mqtt.delete_sessions(conn, clients)
+            conn.execute(text("SELECT pg_stat_force_next_flush()"))
+        for _ in range(50):  # the server's statistics take their time
+            if dead_rows() >= mqtt.CHURNED:
+                break
+            time.sleep(0.1)
+        assert dead_rows() >= mqtt.CHURNED and vacuumed() == set()
+        mqtt.vacuum(engine)
+        assert vacuumed() == {"psb_mqtt_sessions"}
     finally:
         engine.dispose()
         postgres.drop(url)
