@@ -37,6 +37,17 @@ def insert_rows(
     execute_rows(conn, (table.name, columns, unless), build, columns, rows, keyed=False)
 
 
+def insert_mappings(
+    conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]], *, unless: tuple[str, ...] = ()
+) -> None:
+    """:func:`insert_rows` of rows given as column -> value mappings, each with the columns of
+    the first."""
+    if rows:
+        columns = tuple(rows[0])
+        values = [tuple(row[name] for name in columns) for row in rows]
+        insert_rows(conn, table, columns, values, unless=unless)
+
+
 def _insertion(table: Table, columns: tuple[str, ...], unless: tuple[str, ...], dialect: str) -> Insert:
     named = parameters(dialect, {name: table.c[name] for name in columns})
     if dialect != "postgresql":

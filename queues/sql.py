@@ -54,7 +54,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import ARRAY
 
-from queues.bulk import insert_rows
+from queues.bulk import insert_mappings
 from queues.schema import MESSAGE_COLUMNS, claim_turns, messages, opens, qmgr, queues
 
 NOTIFY_CHANNEL = "mq_put"
@@ -241,9 +241,7 @@ def insert_queue_if_new(conn: Connection, values: Mapping[str, Any]) -> None:
 
 def insert_queues_if_new(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Define each queue unless one of its name exists: one statement for them all."""
-    if rows:
-        columns = tuple(rows[0])
-        insert_rows(conn, queues, columns, [tuple(row.values()) for row in rows], unless=("name",))
+    insert_mappings(conn, queues, rows, unless=("name",))
 
 
 def update_queue(conn: Connection, name: str, values: Mapping[str, Any]) -> int:

@@ -62,7 +62,7 @@ from broker.store.schema import (
     mqtt_sessions,
     mqtt_subscriptions,
 )
-from queues.bulk import execute_rows, insert_rows, parameters
+from queues.bulk import execute_rows, insert_mappings, insert_rows, parameters
 from queues.errors import MQError
 from queues.reasons import Reason
 from queues.schema import queues as queue_definitions
@@ -479,14 +479,10 @@ def save_session(conn: Connection, session: StoredSession) -> None:
 def save_sessions(conn: Connection, stored: Sequence[StoredSession], existing: Collection[str]) -> None:
     """Create the sessions, or record their new connections (``existing``: the client ids
     whose session is stored already): a statement for the new ones, one for the others."""
-    new = [
-        _values(_connection(session) | _creation(session), _SESSION_COLUMNS)
-        for session in stored
-        if session.client_id not in existing
-    ]
-    insert_rows(conn, mqtt_sessions, _SESSION_COLUMNS, new)
+    new = [_connection(s) | _creation(s) for s in stored if s.client_id not in existing]
+    insert_mappings(conn, mqtt_sessions, new)
     known = [
-        (session.key, *_values(_connection(session), _CONNECTION_COLUMNS))
+        (session.key, *map(_connection(session).__getitem__, _CONNECTION_COLUMNS))
         for session in stored
         if session.client_id in existing
     ]
@@ -550,14 +546,6 @@ def _connection(session: StoredSession) -> dict[str, Any]:
         "receive_maximum": session.receive_maximum,
         "topic_alias_maximum": session.topic_alias_maximum,
     }
-
-
-def _values(row: Mapping[str, Any], columns: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in columns)
-
-
-_CREATION_COLUMNS = ("session_key", "client_id", "queue", "created_at", "next_seq")
-_SESSION_COLUMNS = _CONNECTION_COLUMNS + _CREATION_COLUMNS
 
 
 def _creation(session: StoredSession) -> dict[str, Any]:

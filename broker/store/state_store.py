@@ -34,7 +34,7 @@ from broker.store.rows import (
     subscription_row,
 )
 from broker.store.schema import changes, neighbours, retained, subscriptions
-from queues.bulk import insert_rows
+from queues.bulk import insert_mappings
 from queues.sql import among
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,4 @@ def _replace(conn: Connection, table: Any, items: dict[bytes, Any], to_row: Any)
     if not items:
         return
     conn.execute(delete(table).where(among(conn, table.c.key_hash, items)))
-    rows = [to_row(value) for value in items.values() if value is not None]
-    if rows:
-        columns = tuple(rows[0])
-        insert_rows(conn, table, columns, [tuple(row.values()) for row in rows])
+    insert_mappings(conn, table, [to_row(value) for value in items.values() if value is not None])

@@ -1323,15 +1323,12 @@ class Gateway:
         return job
 
     def refresh(self) -> Job:
-        """Nothing but what every batch that is not all :class:`Deferred` does first: bring the
-        state up to date with what other processes committed. An idle member's state would fall
-        behind by every subscription the others register (a fleet's, on the node that then
-        dies), for its first batch after a failover to read them all, with the fleet waiting."""
-
-        def job(_: Batch) -> None:
-            return None
-
-        return job
+        """Nothing but what a batch does first: bring the state up to date with what other
+        processes committed (as a :class:`Deferred` job, one version check outside any
+        transaction when nothing changed). An idle member's state would fall behind by every
+        subscription the others register (a fleet's, on the node that then dies), for its first
+        batch after a failover to read them all, with the fleet waiting."""
+        return Deferred(lambda _: None)
 
     def traffic(self, counts: dict[str, tuple[int, int, int]]) -> Job:
         """Write the bytes in and out of each client's connection and the deliveries in flight
@@ -1381,9 +1378,12 @@ class Gateway:
         client's (``client_id``) topic starting with ``$``, the broker's own whatever the ACL
         says, MQTT 3.1.1 4.7.2). QoS 0 ones alone need no unit of work of their own."""
 
+        exactly_once = any(publish.qos == 2 for publish in publishes)
+        queue_name = sessions.queue_for(client_id) if exactly_once else ""  # its QoS 2 ids' session
+
         def job(batch: Batch) -> list[int]:
             routed: list[int] = []
-            lasting = self._lasting(sessions.queue_for(client_id))
+            lasting = exactly_once and self._lasting(queue_name)
             for publish in publishes:
                 refused = self._route(batch, client_id, publish, user_id, origin)
                 if publish.qos == 2 and publish.packet_id is not None and lasting:
