@@ -1829,23 +1829,29 @@ def _identified(publish: Publish, ids: tuple[int, ...]) -> Publish:
 
 
 def _settle(sends: dict[Outlet, list[Publish]], answers: list[tuple[Answer, Any, bool]]) -> None:
-    """Hand a batch's deliveries and results to their loops (the gateway runs on its own
-    thread): one wake-up per loop, the deliveries first and in commit order."""
-    calls: dict[asyncio.AbstractEventLoop, list[Callable[[], None]]] = {}
-    for outlet, publishes in sends.items():
-        calls.setdefault(outlet.loop, []).append(partial(outlet.send, publishes))
+    """Hand a batch's results and deliveries to their loops (the gateway runs on its own
+    thread): one wake-up per loop. The answers come first and the deliveries, in commit order,
+    in a callback of their own behind the steps the answers resume: a publisher's PUBACKs do
+    not wait for the batch's fan-out to be encoded and written, so a client with a window
+    of unacknowledged PUBLISHes sends its next ones while the fan-out goes out."""
+    calls: dict[asyncio.AbstractEventLoop, list[Callable[[], object]]] = {}
     for answer, value, failed in answers:
         if isinstance(answer, Posted):  # nobody waits: only a failure is told
             if failed:
                 calls.setdefault(answer.loop, []).append(partial(answer.failed, value))
             continue
         calls.setdefault(answer.get_loop(), []).append(partial(_answer, answer, value, failed))
+    deliveries: dict[asyncio.AbstractEventLoop, list[Callable[[], object]]] = {}
+    for outlet, publishes in sends.items():
+        deliveries.setdefault(outlet.loop, []).append(partial(outlet.send, publishes))
+    for loop, pending in deliveries.items():
+        calls.setdefault(loop, []).append(partial(loop.call_soon, _call_all, pending))
     for loop, pending in calls.items():
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(_call_all, pending)
 
 
-def _call_all(calls: list[Callable[[], None]]) -> None:
+def _call_all(calls: list[Callable[[], object]]) -> None:
     for call in calls:
         call()
 

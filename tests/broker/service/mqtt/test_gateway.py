@@ -53,6 +53,7 @@ class Client:
         while True:
             drained = await self.gateway.submit(self.gateway.drain(self.queue))
             if drained.blocked or not drained.more:
+                await asyncio.sleep(0)  # its deliveries follow the answer
                 return
 
 
@@ -69,7 +70,9 @@ async def running(qm: QueueManager, settings: Settings | None = None) -> AsyncIt
 
 
 async def publish(gateway: Gateway, *publications: Publish) -> None:
+    """Route ``publications`` and let their deliveries out (they follow the answers)."""
     await asyncio.gather(*(gateway.submit(gateway.publish("pub", [p], USER)) for p in publications))
+    await asyncio.sleep(0)
 
 
 def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> None:
@@ -94,6 +97,27 @@ def test_deliveries_to_a_caught_up_client_skip_its_queue(qm: QueueManager) -> No
             await gateway.submit(gateway.acknowledged("sub", [sent.packet_id or 0], received=False))
             with qm.unit_of_work() as uow:
                 assert sessions.unacknowledged(uow.connection, "sub") == []
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_answers_its_jobs_before_it_sends_its_deliveries(qm: QueueManager) -> None:
+    """A publisher's PUBACK does not wait for the fan-out of its batch to be written: with a
+    window of unacknowledged PUBLISHes, it sends its next ones meanwhile."""
+
+    async def scenario() -> None:
+        async with running(qm) as gateway:
+            subs = [Client(gateway, f"sub{n}") for n in range(3)]
+            for sub in subs:
+                await sub.open()
+                await sub.subscribe("t/#", 1)
+            seen_at_answer: list[int] = []
+            answer = gateway.submit(gateway.publish("pub", [Publish("t/a", b"x", qos=1, packet_id=1)], USER))
+            answer.add_done_callback(lambda _: seen_at_answer.append(sum(len(s.received) for s in subs)))
+            assert await answer == [0]
+            assert seen_at_answer == [0]
+            await asyncio.sleep(0)
+            assert [[p.payload for p in sub.received] for sub in subs] == [[b"x"]] * 3
 
     asyncio.run(scenario())
 
@@ -262,7 +286,7 @@ def test_a_batch_of_publications_and_acknowledgements_opens_no_transaction_befor
             held = await gateway.submit(lambda _: gateway.connection())  # the batches' own connection
             with recorded(qm.engine) as statements, exchanges(qm.engine, held) as sent:
                 gateway.post(acknowledgement, failures.append)  # waits for the publication's batch
-                await gateway.submit(gateway.publish("pub", [Publish("t", b"one", qos=2, packet_id=2)], USER))
+                await publish(gateway, Publish("t", b"one", qos=2, packet_id=2))
             assert failures == []
             if qm.engine.dialect.name == "postgresql":
                 assert [s.split()[0] for s in statements] == ["SELECT"]  # the version (in psb_meta)
