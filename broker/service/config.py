@@ -93,8 +93,10 @@ class Settings:
     mqtt_max_inflight: int = 100
     mqtt_max_packet_size: int = 4 * 1024 * 1024
     # A client whose unsent output passes mqtt_max_output_bytes (it does not read) loses the
-    # QoS 0 deliveries made meanwhile; its QoS 1/2 ones wait on its session queue.
-    mqtt_max_output_bytes: int = 1024 * 1024
+    # QoS 0 deliveries made meanwhile; its QoS 1/2 ones wait on its session queue. Two of the
+    # largest packets by default: a reader that keeps up is still a few of them behind in a
+    # burst of large payloads, once the kernel's socket buffer is full.
+    mqtt_max_output_bytes: int = 8 * 1024 * 1024
     # Back-pressure on input (broker.service.mqtt.intake): a connection with mqtt_max_unrouted
     # packets (or mqtt_max_unrouted_bytes of them) read and not yet routed or recorded is not
     # read until they are, and no connection with any is read while all of them together hold

@@ -21,6 +21,7 @@ ROUND_TRIP_BOUND = 2.0  # seconds: generous for a loaded CI machine; unbounded q
 RSS_BOUND_MB = 250
 LOSS = 0.01  # at most this share of what the broker accepted may be missing at QoS 0
 DRAIN_SECONDS = 60.0
+OUTPUT_BOUND = 1024 * 1024  # the stalled client's: passed within the flood, whatever the machine
 
 
 def rss_mb(pid: int) -> float:
@@ -96,7 +97,7 @@ def test_large_payloads_reach_the_reader_beside_one_that_never_reads(brokers: Br
     """100 kB publications: the client that reads gets them all; the one that does not read
     loses QoS 0 ones past its output bound, and holds no more than that bound of the broker's
     memory."""
-    broker = MqttBroker(brokers)
+    broker = MqttBroker(brokers, BROKER_MQTT_MAX_OUTPUT_BYTES=str(OUTPUT_BOUND))
     stalled = connect(broker.port, "stalled")  # subscribed, and never reads
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     subscribe(stalled, "flood/#")
