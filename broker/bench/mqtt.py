@@ -238,8 +238,9 @@ def idle(server: Server, count: int, level: int = MQTT_311) -> Idle:
 def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
     """Every figure of each server, the servers taking turns: each one's idle connections (on a
     server that has carried no traffic), then each one's latency, then each one's connection
-    scale, then round after round of throughput runs (per QoS, ``load.repeat`` rounds, each
-    server once a round), then the shared subscription's runs in rounds alike. The machine
+    scale, then the throughput runs QoS by QoS, each server's ``load.repeat`` runs of a QoS
+    back to back (the stability target is about consecutive runs on one server process), then
+    the shared subscription's runs alike. The machine
     moves during a benchmark of many minutes (other work, heat, a database writing back what a
     flood left); taking turns puts every server's runs of one kind within a minute or so of each
     other, so the ratios compare like with like, and the latency at a steady rate is measured
@@ -274,12 +275,12 @@ def measure(servers: Sequence[Server], load: Workload) -> list[dict[str, Any]]:
     for server, result in zip(servers, results, strict=True):
         result["latency_after"] = latency(server, load, load.processes)
     for index, qos in enumerate(QOS_LEVELS):
-        for _ in range(load.repeat):
-            for server, result in zip(servers, results, strict=True):
+        for server, result in zip(servers, results, strict=True):
+            for _ in range(load.repeat):
                 result["throughput"][index].append(throughput(server, qos, load, load.processes))
     for index, qos in enumerate(SHARED_QOS_LEVELS if load.shared else ()):
-        for _ in range(load.repeat):
-            for server, result in zip(servers, results, strict=True):
+        for server, result in zip(servers, results, strict=True):
+            for _ in range(load.repeat):
                 result["shared"][index].append(throughput(server, qos, load, load.processes, shared=True))
     for server, result in zip(servers, results, strict=True):
         result["churn"] = churn(server, load.churn, load.protocol) if load.churn else None

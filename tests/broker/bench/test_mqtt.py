@@ -105,10 +105,11 @@ def test_deliveries_a_server_drops_are_reported_missing() -> None:
     assert row.distinct + row.missing == row.expected
 
 
-def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_time(monkeypatch) -> None:
+def test_the_servers_take_turns_and_each_repeats_a_throughput_run_back_to_back(monkeypatch) -> None:
     """Idle memory first on every server (before any traffic), then the latencies (before any
-    flood), the floods and the CONNECT floods, the latencies again, the throughput runs round by
-    round with each server once a round, the shared subscription's alike, and the churn last
+    flood), the floods and the CONNECT floods, the latencies again, the throughput runs QoS by
+    QoS with each server's runs of a QoS back to back (the stability target is about
+    consecutive runs on one server), the shared subscription's alike, and the churn last
     (its memory figure sees them all); every one at the workload's protocol level."""
     calls: list[tuple[str, str, Any]] = []
     levels: set[int] = set()
@@ -146,8 +147,8 @@ def test_the_servers_take_turns_so_that_each_kind_of_run_is_measured_close_in_ti
     floods = mqtt_bench.mqtt_flood.QUICK_LOADS[:2]
     results = mqtt_bench.measure(servers, Workload(repeat=2, floods=floods, protocol=MQTT_5))
     names = ("anchor", "target")
-    rounds = [("throughput", name, qos) for qos in (0, 1, 2) for _ in range(2) for name in names]
-    shared_rounds = [("shared", name, qos) for qos in (0, 1) for _ in range(2) for name in names]
+    rounds = [("throughput", name, qos) for qos in (0, 1, 2) for name in names for _ in range(2)]
+    shared_rounds = [("shared", name, qos) for qos in (0, 1) for name in names for _ in range(2)]
     assert calls == [
         ("idle", "anchor", -1),
         ("idle", "target", -1),
