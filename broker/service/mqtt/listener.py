@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import groupby
-from typing import Any, Literal
+from typing import Any
 
 from broker.protocol.mqtt.codec import Decoder, encode
 from broker.protocol.mqtt.errors import MqttProtocolError, UnacceptableProtocol
@@ -295,14 +295,12 @@ class Connection:
                 self._delivered([action.packet_id for action in run if isinstance(action, Delivered)])
             elif kind is Received:  # PUBREC of outbound QoS 2 messages: PUBREL once recorded
                 ids = [action.packet_id for action in run if isinstance(action, Received)]
-                stored = self._window is None  # else the session never stored them
                 self._after(
-                    stored and gateway.acknowledged(self.client_id, ids, received=True), ids, session.recorded
+                    partial(gateway.acknowledged, self.client_id, ids, received=True), ids, session.recorded
                 )
             elif kind is Release:  # PUBREL of inbound ones: PUBCOMP once forgotten
                 ids = [action.packet_id for action in run if isinstance(action, Release)]
-                recorded = self._window is None  # else their ids were never recorded
-                self._after(recorded and gateway.released(self.client_id, ids), ids, session.released)
+                self._after(partial(gateway.released, self.client_id, ids), ids, session.released)
             else:
                 for action in run:
                     self._perform(action)
@@ -340,11 +338,11 @@ class Connection:
             self.wake()
 
     def _after(
-        self, job: Job | Literal[False], packet_ids: list[int], answer: Callable[[int], list[Action]]
+        self, job: Callable[[], Job], packet_ids: list[int], answer: Callable[[int], list[Action]]
     ) -> None:
-        """Have ``job`` record ``packet_ids`` durably, then answer each of them in order. A
-        session that ends with its connection (``job`` False) stored none of its QoS 2 ids
-        nor deliveries: they are answered at once, behind whatever answer is still awaited."""
+        """Have ``job()`` record ``packet_ids`` durably, then answer each of them in order. A
+        session that ends with its connection stored none of its QoS 2 ids nor deliveries: they
+        are answered at once, behind whatever answer is still awaited, without a job."""
 
         def then(_: object) -> list[Action]:
             actions: list[Action] = []
@@ -352,20 +350,17 @@ class Connection:
                 actions += answer(packet_id)
             return actions
 
-        if not job:
-            if self._answering is None:
-                self._write_or_perform(then(None))
-            else:
-                self._step(None, then)
-            return
-        self._step(self._submit(job), then, len(packet_ids))
-
-    def _write_or_perform(self, actions: list[Action]) -> None:
-        """Carry out ``actions`` now: packets to send alone go in one write."""
-        if all(type(action) is Send for action in actions):
-            self._write([action.packet for action in actions if isinstance(action, Send)])
+        if self._window is None:
+            self._step(self._submit(job()), then, len(packet_ids))
+        elif self._answering is not None:
+            self._step(None, then)
         else:
-            self.perform(actions)
+            actions = then(None)
+            packets = [action.packet for action in actions if isinstance(action, Send)]
+            if len(packets) == len(actions):  # one write for them all
+                self._write(packets)
+            else:
+                self.perform(actions)
 
     def _submit(self, job: Job) -> asyncio.Future[Any]:
         """Hand ``job`` to the gateway: urgent unless this connection has work waiting already
