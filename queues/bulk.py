@@ -21,6 +21,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
+from queues.arrays import array
+
 
 def insert_rows(
     conn: Connection,
@@ -102,8 +104,9 @@ def execute_rows(
 
 
 def _as_arrays(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Any], ...]:
-    """PostgreSQL: the rows as one array per column (see :func:`parameters`)."""
-    return tuple(list(column) for column in zip(*rows, strict=True))
+    """PostgreSQL: the rows as one array per column (see :func:`parameters`), each packed by
+    ``queues.arrays``."""
+    return tuple(array(column) for column in zip(*rows, strict=True))
 
 
 def parameters(dialect: str, columns: Mapping[str, ColumnElement[Any]]) -> Mapping[str, ColumnElement[Any]]:

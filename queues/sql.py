@@ -54,6 +54,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import ARRAY
 
+from queues.arrays import Keys, array
 from queues.bulk import insert_mappings
 from queues.schema import MESSAGE_COLUMNS, claim_turns, messages, opens, qmgr, queues
 
@@ -186,7 +187,7 @@ def among(conn: Connection, key: ColumnElement[Any], values: Iterable[Any]) -> C
     more than about 200 is too long for psycopg's cache of parsed statements. Elsewhere an IN
     list, padded (:func:`padded`)."""
     if conn.dialect.name == "postgresql":
-        return key == any_(bindparam(None, list(values), type_=ARRAY(key.type)))
+        return key == any_(bindparam(None, list(values), type_=Keys(key.type)))
     return key.in_(padded(values))
 
 
@@ -806,6 +807,8 @@ def execute_cached(conn: Connection, name: Hashable, build: Any, params: dict[st
 
 def _arguments(compiled: Any, params: dict[str, Any]) -> Any:
     values = compiled.construct_params(params)
+    if compiled.dialect.name == "postgresql":  # SQLAlchemy's processors are not run here
+        values = {name: array(value) if type(value) is list else value for name, value in values.items()}
     if compiled.positiontup is not None:
         return tuple(values[name] for name in compiled.positiontup)
     return values
