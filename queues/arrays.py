@@ -21,6 +21,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from sqlalchemy import Dialect
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import TypeDecorator
 
 _DIMENSION = struct.Struct("!iiiii")  # dimensions, has NULLs, element type, length, lower bound
 _EMPTY = struct.Struct("!iii")  # no dimension, no NULL, element type
@@ -140,10 +141,13 @@ for _wrapper, _array_oid in (
     psycopg.adapters.register_dumper(_wrapper, _dumper(_wrapper, _array_oid))
 
 
-class Keys(postgresql.ARRAY[Any]):
+class Keys(TypeDecorator[Any]):
     """An array parameter bound through SQLAlchemy, packed by :func:`array` (SQLAlchemy's own
-    ARRAY hands psycopg a plain list, which goes in text, every element quoted)."""
+    ARRAY hands psycopg a plain list, which goes in text, every element quoted). A decorator,
+    not a subclass: the dialect swaps an ARRAY subclass for its own array type, processor
+    and all."""
 
+    impl = postgresql.ARRAY
     cache_ok = True
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any]:

@@ -10,10 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Column, LargeBinary, MetaData, String, Table, insert, select
+from sqlalchemy import Column, LargeBinary, MetaData, String, Table, event, insert, select
 
 from queues import make_engine
-from queues.arrays import BigintArray, BooleanArray, ByteaArray, DoubleArray, Keys, TextArray, array
+from queues.arrays import BigintArray, BooleanArray, ByteaArray, DoubleArray, TextArray, array
 from queues.database import conninfo
 from queues.sql import among
 from tests.conftest import PostgresDatabases
@@ -75,15 +75,19 @@ def test_keys_pack_what_sqlalchemy_binds_and_among_finds_by_them(pg_url: str) ->
     table = Table("keyed", MetaData(), key, name)
     try:
         table.create(engine)
-        processor = Keys(LargeBinary()).bind_processor(engine.dialect)
-        assert type(processor([b"k"])) is ByteaArray
-        assert processor(None) is None
+        sent: list[type] = []
+
+        def handed(*args: Any) -> None:
+            sent.extend(type(value) for value in args[3].values())
+
         with engine.begin() as connection:
             connection.execute(insert(table), [{"key": bytes([n]), "name": f"n{n}"} for n in range(5)])
+            event.listen(engine, "before_cursor_execute", handed)
             wanted = [b"\x01", b"\x03", b"x"]
             found = connection.execute(select(name).where(among(connection, key, wanted)))
             assert sorted(found.scalars()) == ["n1", "n3"]
             by_name = connection.execute(select(key).where(among(connection, name, ["n4", None])))
             assert list(by_name.scalars()) == [b"\x04"]
+        assert sent == [ByteaArray, TextArray]  # what psycopg was handed for each lookup's keys
     finally:
         engine.dispose()
