@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.core.authority import Authority
-from broker.core.effects import AddSubscription, DeleteRetained, Effect, Put, RemoveSubscription, SetRetained
+from broker.core.effects import (
+    AddSubscription,
+    DeleteRetained,
+    Deliver,
+    Effect,
+    Put,
+    RemoveSubscription,
+    SetRetained,
+)
 from broker.core.retained import RetainedPublication
 from broker.core.subscription import DEFAULT_SUB_POINT, Identity, Subscription, SubscriptionKey
 from broker.core.system import CONTROL_QUEUE, DEFAULT_STREAM, INTER_BROKER_QUEUE
@@ -67,6 +75,9 @@ class BrokerConfig:
     control_queue: str = CONTROL_QUEUE
     inter_broker_queue: str = INTER_BROKER_QUEUE
     user_id: str = "mqm"  # the broker's own identity on proxy commands and forwards
+
+
+_DELIVERIES = frozenset({Put, Deliver})  # effects that change nothing here
 
 
 class BrokerState:
@@ -182,7 +193,7 @@ class BrokerState:
 
     def apply(self, effect: Effect) -> None:
         """Apply a state-changing effect; other effects change nothing here."""
-        if type(effect) is Put:  # nine effects in ten: answer them first
+        if type(effect) in _DELIVERIES:  # nine effects in ten: answer them first
             return
         if isinstance(effect, AddSubscription):
             self._add(effect.subscription)
