@@ -111,10 +111,6 @@ class Settings:
     mqtt_max_unrouted_bytes: int = 1024 * 1024
     mqtt_max_unrouted_total: int = 2000
     mqtt_max_unrouted_total_bytes: int = 2 * 1024 * 1024
-    # How long (seconds) the gateway lets a batch of a few publications wait for more before it
-    # routes them (0 = not at all): a steady stream of publications then shares the hand-over
-    # between threads and each subscriber's write, for that much more latency.
-    mqtt_batch_linger: float = 0.002
     # Topic aliases an MQTT 5.0 client may set on its publications, and the most the listener
     # sets on what it sends a client that takes them (0: none).
     mqtt_topic_alias_maximum: int = 10

@@ -106,7 +106,6 @@ MAX_JOBS_PER_BATCH = 2000
 MAX_WEIGHT_PER_BATCH = 1000
 URGENT_COMPANY = 200  # publications of the waiting clients that go in a batch with urgent jobs
 LAZY_SECONDS = 0.05
-LINGER_COMPANY = 16  # jobs a batch of publications stops waiting for more at (mqtt_batch_linger)
 FETCH_LIMIT = 500  # messages taken from one session queue in one statement
 QOS_CACHE = 1024  # topics whose rules an outlet remembers
 # A grant is the QoS granted with, beside it, MQTT 5.0's No Local and Retain As Published bits
@@ -721,7 +720,6 @@ class Gateway:
         self._connection: Connection | None = None
         self._connection_used = 0.0  # time.monotonic() the batches last asked for it
         self._data_version: int | None = None
-        self._free_at = 0.0  # time.monotonic() the thread was last done with a batch (see _linger)
 
     def start(self, address: str = "") -> None:
         """Join the cluster as a member serving ``address`` (its MQTT listeners), and start
@@ -804,7 +802,6 @@ class Gateway:
         then the others in the order they came, up to ``MAX_JOBS_PER_BATCH`` jobs and about
         ``MAX_WEIGHT_PER_BATCH`` publications. Waits for a first job; a batch of lazy jobs
         alone waits up to ``LAZY_SECONDS`` for company."""
-        self._free_at = time.monotonic()
         idle = not self._urgent and not self._rest
         if idle and (self._stopping or not self._queue(self._jobs.get())):
             return None
@@ -818,7 +815,6 @@ class Gateway:
                 break
             lazy = self._queue(item) and (not isinstance(item, Item) or item.lazy)
         self._take_posted()
-        self._linger()
         if not self._urgent and not self._rest:
             return [] if not self._stopping else None
         batch: list[Item] = []
@@ -830,31 +826,6 @@ class Gateway:
                 weight += getattr(item.job, "weight", 1)
             weight = max(weight, MAX_WEIGHT_PER_BATCH - URGENT_COMPANY) if batch else 0
         return batch
-
-    def _linger(self) -> None:
-        """Let a batch of a few publications (or acknowledgements) wait up to
-        ``mqtt_batch_linger`` seconds for more, until ``LINGER_COMPANY`` jobs, while they come
-        steadily (the first came within a linger of the batch before): at a steady rate, a
-        batch each costs a hand-over to this thread and back and a write to every subscriber
-        each; a few together share them. A publication after a pause is not held back, and any
-        other job ends the wait."""
-        linger, now = self.settings.mqtt_batch_linger, time.monotonic()
-        if not linger or now - self._free_at >= linger or self._stopping or not self._deferred_alone():
-            return
-        deadline = now + linger
-        while (
-            len(self._urgent) + len(self._rest) < LINGER_COMPANY and (wait := deadline - time.monotonic()) > 0
-        ):
-            try:
-                item = self._jobs.get(timeout=wait)
-            except queue.Empty:
-                return
-            if not self._queue(item) or not self._deferred_alone():
-                return
-
-    def _deferred_alone(self) -> bool:
-        """Whether every job waiting is :class:`Deferred` (none waits for a commit of its own)."""
-        return all(isinstance(item.job, Deferred) for lane in (self._urgent, self._rest) for item in lane)
 
     def _take_waiting(self) -> None:
         while len(self._urgent) + len(self._rest) < MAX_JOBS_PER_BATCH:

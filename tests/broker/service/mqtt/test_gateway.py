@@ -122,64 +122,6 @@ def test_a_batch_answers_its_jobs_before_it_sends_its_deliveries(qm: QueueManage
     asyncio.run(scenario())
 
 
-async def lingering(gateway: Gateway) -> list[list[bytes]]:
-    """A client subscribed to ``t/#`` at QoS 0; what each of the gateway's writes to it held."""
-    writes: list[list[bytes]] = []
-
-    def record(publishes: list[Publish]) -> None:
-        writes.append([p.payload for p in publishes])
-
-    connect = Connect("MQTT", MQTT_311, "sub", True, 0)
-    await gateway.submit(gateway.open(connect, "sub", USER, "test", record))
-    await Client(gateway, "sub").subscribe("t/#", 0)
-    return writes
-
-
-def publication(gateway: Gateway, payload: bytes) -> asyncio.Future[list[int]]:
-    return gateway.submit(gateway.publish("pub", [Publish("t/a", payload)], USER))
-
-
-def test_publications_that_come_steadily_share_a_batch_and_each_subscriber_write(qm: QueueManager) -> None:
-    """A publication right behind a batch waits up to mqtt_batch_linger for company: the
-    publications of that time are routed together and written to a subscriber at once."""
-
-    async def scenario() -> None:
-        async with running(qm, Settings(mqtt_batch_linger=0.5)) as gateway:
-            writes = await lingering(gateway)
-            first = publication(gateway, b"1")  # right behind the subscription's batch
-            await asyncio.sleep(0.05)
-            assert not first.done()
-            second = publication(gateway, b"2")
-            assert await asyncio.gather(first, second) == [[0], [0]]
-            await asyncio.sleep(0)
-            assert writes == [[b"1", b"2"]]
-
-    asyncio.run(scenario())
-
-
-def test_a_publication_after_a_pause_or_beside_another_job_is_not_held_back(qm: QueueManager) -> None:
-    """A publication that comes when the gateway has been idle longer than the linger goes at
-    once; one that lingers stops waiting when a job of another kind (a SUBSCRIBE) comes."""
-
-    async def scenario() -> None:
-        async with running(qm, Settings(mqtt_batch_linger=1.0)) as gateway:
-            writes = await lingering(gateway)
-            await asyncio.sleep(1.1)
-            started = time.monotonic()
-            assert await publication(gateway, b"after a pause") == [0]
-            assert time.monotonic() - started < 0.9
-            lingers = publication(gateway, b"lingers")  # right behind a batch: it waits
-            await asyncio.sleep(0.05)
-            assert not lingers.done()
-            await Client(gateway, "sub").subscribe("u/#", 0)
-            assert lingers.done()
-            assert time.monotonic() - started < 0.9
-            await asyncio.sleep(0)
-            assert writes == [[b"after a pause"], [b"lingers"]]
-
-    asyncio.run(scenario())
-
-
 def test_a_session_ending_with_its_connection_keeps_its_deliveries_in_flight_in_memory(
     qm: QueueManager,
 ) -> None:
