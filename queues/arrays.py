@@ -56,34 +56,22 @@ def _boolean(item: bool) -> bytes:
 class _Array(list[Any]):
     """A list whose elements (or None) are all of one kind, sent as an array of ``element``."""
 
+    __slots__ = ()
     element = 0  # the element type's oid
+    array = 0  # the array type's oid
     encode: Callable[[Any], bytes]
 
 
-class TextArray(_Array):
-    element = 25
-    encode = staticmethod(_text)
+def _kind(name: str, element: int, array: int, encode: Callable[[Any], bytes]) -> type[_Array]:
+    attributes = {"__slots__": (), "element": element, "array": array, "encode": staticmethod(encode)}
+    return type(name, (_Array,), attributes)
 
 
-class ByteaArray(_Array):
-    element = 17
-    encode = staticmethod(_bytea)
-
-
-class BigintArray(_Array):
-    element = 20
-    encode = staticmethod(_bigint)
-
-
-class DoubleArray(_Array):
-    element = 701
-    encode = staticmethod(_double)
-
-
-class BooleanArray(_Array):
-    element = 16
-    encode = staticmethod(_boolean)
-
+TextArray = _kind("TextArray", 25, 1009, _text)
+ByteaArray = _kind("ByteaArray", 17, 1001, _bytea)
+BigintArray = _kind("BigintArray", 20, 1016, _bigint)
+DoubleArray = _kind("DoubleArray", 701, 1022, _double)
+BooleanArray = _kind("BooleanArray", 16, 1000, _boolean)
 
 # Checked in this order: a bool is an int, and an IntEnum or StrEnum member is its base type.
 _KINDS: tuple[tuple[type | tuple[type, ...], type[_Array]], ...] = (
@@ -119,10 +107,10 @@ def encode(items: _Array) -> bytes:
     return _DIMENSION.pack(1, has_null, items.element, len(items), 1) + b"".join(parts)
 
 
-def _dumper(wrapper: type[_Array], array_oid: int) -> type[Dumper]:
+def _dumper(wrapper: type[_Array]) -> type[Dumper]:
     class ArrayDumper(Dumper):
         format = Format.BINARY
-        oid = array_oid
+        oid = wrapper.array
 
         def dump(self, obj: Any) -> bytes:
             return encode(obj)
@@ -131,14 +119,8 @@ def _dumper(wrapper: type[_Array], array_oid: int) -> type[Dumper]:
     return ArrayDumper
 
 
-for _wrapper, _array_oid in (
-    (TextArray, 1009),
-    (ByteaArray, 1001),
-    (BigintArray, 1016),
-    (DoubleArray, 1022),
-    (BooleanArray, 1000),
-):
-    psycopg.adapters.register_dumper(_wrapper, _dumper(_wrapper, _array_oid))
+for _, _wrapper in _KINDS:
+    psycopg.adapters.register_dumper(_wrapper, _dumper(_wrapper))
 
 
 class Keys(TypeDecorator[Any]):
