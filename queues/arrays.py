@@ -62,8 +62,8 @@ class _Array(list[Any]):
     encode: Callable[[Any], bytes]
 
 
-def _kind(name: str, element: int, array: int, encode: Callable[[Any], bytes]) -> type[_Array]:
-    attributes = {"__slots__": (), "element": element, "array": array, "encode": staticmethod(encode)}
+def _kind(name: str, element: int, array_oid: int, encode: Callable[[Any], bytes]) -> type[_Array]:
+    attributes = {"__slots__": (), "element": element, "array": array_oid, "encode": staticmethod(encode)}
     return type(name, (_Array,), attributes)
 
 
